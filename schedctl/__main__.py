@@ -1,0 +1,3 @@
+from schedctl.cli import main
+
+main()

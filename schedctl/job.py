@@ -1,0 +1,165 @@
+"""What a job is: the definition loaded from TOML, its policies, and the snapshot a run carries.
+
+Policies are enums with every member documented, so a value never means "whatever the framework does".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+
+class CatchUp(StrEnum):
+    """What the scheduler does with ticks older than the catch-up grace (missed while no leader ran)."""
+
+    SKIP = "skip"  # dispatch none of them; the next tick supersedes them (cache warm, metrics rollup)
+    LATEST = "latest"  # dispatch only the most recent one (nightly report)
+    ALL = "all"  # dispatch every one, in order, up to max_catch_up; beyond that refuse until replayed (billing)
+
+
+class Concurrency(StrEnum):
+    """What happens when a tick is due while a run of the same job is still active (queued or running)."""
+
+    ALLOW = "allow"  # queue it anyway; runs may overlap
+    FORBID = "forbid"  # record the tick as skipped; workers never run two of the job's runs at once
+    REPLACE = "replace"  # ask the active run to stop (it ends `cancelled`) and queue the new one
+
+
+class RunState(StrEnum):
+    """The life of one row of ``job_runs``."""
+
+    QUEUED = "queued"  # claimed by the scheduler for this tick, waiting for a worker
+    RUNNING = "running"  # a worker holds it and heartbeats
+    SUCCEEDED = "succeeded"  # the command exited 0
+    FAILED = "failed"  # non-zero exit after every retry
+    TIMED_OUT = "timed_out"  # still running at its timeout; terminated
+    CANCELLED = "cancelled"  # stopped by `schedctl cancel` or by a `replace` successor
+    SKIPPED = "skipped"  # the scheduler decided not to run this tick; `reason` says why
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+    @property
+    def active(self) -> bool:
+        return self in (RunState.QUEUED, RunState.RUNNING)
+
+
+_TERMINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED})
+
+
+class SkipReason(StrEnum):
+    """Why a tick got a `skipped` row instead of a run."""
+
+    CONCURRENCY = "concurrency"  # concurrency = "forbid" and a run was still active
+    STARTING_DEADLINE = "starting_deadline"  # dispatch would have been later than starting_deadline
+    CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime; catch_up = "skip"
+    CATCH_UP_LATEST = "catch_up_latest"  # missed during downtime; superseded by a later tick (catch_up = "latest")
+    CATCH_UP_REFUSED = "catch_up_refused"  # more missed ticks than max_catch_up; waiting for `schedctl replay`
+    PAUSED = "paused"  # the job was paused
+
+
+class Role(StrEnum):
+    """What `schedctl serve` does."""
+
+    SCHEDULER = "scheduler"  # compete for the lease; the leader inserts run rows, never runs jobs
+    WORKER = "worker"  # claim queued runs and execute them
+    ALL = "all"  # both in one process: the embedded one-machine mode
+
+
+class DstGap(StrEnum):
+    """A wall time that a spring-forward transition skips."""
+
+    RUN = "run"  # fire once, at the first instant after the gap
+    SKIP = "skip"  # do not fire
+
+
+class DstOverlap(StrEnum):
+    """A wall time that a fall-back transition repeats."""
+
+    FIRST = "first"  # fire at its first occurrence only
+    LAST = "last"  # fire at its second occurrence only
+    BOTH = "both"  # fire at both
+
+
+@dataclass(frozen=True)
+class DstPolicy:
+    """Overrides of cron's DST rule; ``None`` keeps the cron rule's choice for that entry."""
+
+    gap: DstGap | None = None
+    overlap: DstOverlap | None = None
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+DEFAULT_GRACE_PERIOD = 30.0  # seconds; Kubernetes' terminationGracePeriodSeconds default
+DEFAULT_RETRY_BACKOFF = 10.0  # seconds before the first retry; doubles for each later one
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job definition. Durations are seconds (float)."""
+
+    id: str
+    schedule: str
+    timezone: str
+    catch_up: CatchUp
+    command: str | tuple[str, ...]
+    max_catch_up: int | None = None
+    concurrency: Concurrency = Concurrency.FORBID
+    starting_deadline: float | None = None
+    timeout: float | None = None
+    retries: int = 0
+    retry_backoff: float = DEFAULT_RETRY_BACKOFF
+    grace_period: float = DEFAULT_GRACE_PERIOD
+    env: Mapping[str, str] = field(default=_EMPTY)
+    pass_env: tuple[str, ...] = ()
+    stdin: str | None = None
+    workdir: str | None = None
+    user: str | None = None
+    source: str | None = None
+    labels: Mapping[str, str] = field(default=_EMPTY)
+    description: str | None = None
+    paused: bool = False
+    tags: tuple[str, ...] = ()
+    jitter: float | None = None
+    dst: DstPolicy | None = None
+    on_failure: str | tuple[str, ...] | None = None
+    on_success: str | tuple[str, ...] | None = None
+
+    @property
+    def schedule_key(self) -> str:
+        """What decides the fire times; when it changes, ticks count from the change, never retroactively."""
+        dst = "" if self.dst is None else f"{self.dst.gap or ''}/{self.dst.overlap or ''}"
+        return f"{self.schedule}|{self.timezone}|{dst}"
+
+    @property
+    def labels_key(self) -> str:
+        return labels_key(self.labels)
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a run row carries, so workers need no job files and an edit does not change queued runs."""
+        return {
+            "command": list(self.command) if isinstance(self.command, tuple) else self.command,
+            "stdin": self.stdin,
+            "env": dict(self.env),
+            "pass_env": list(self.pass_env),
+            "workdir": self.workdir,
+            "user": self.user,
+            "labels": dict(self.labels),
+            "timeout": self.timeout,
+            "retries": self.retries,
+            "retry_backoff": self.retry_backoff,
+            "grace_period": self.grace_period,
+            "concurrency": str(self.concurrency),
+            "on_failure": list(self.on_failure) if isinstance(self.on_failure, tuple) else self.on_failure,
+            "on_success": list(self.on_success) if isinstance(self.on_success, tuple) else self.on_success,
+        }
+
+
+def labels_key(labels: Mapping[str, str]) -> str:
+    """A canonical string for a label set, so a claim can match it with ``IN`` on every database."""
+    return ",".join(f"{k}={labels[k]}" for k in sorted(labels))

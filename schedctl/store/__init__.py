@@ -1,0 +1,165 @@
+"""The database: one engine per URL, configured the same way for every command and loop.
+
+``open_store(url)`` is the only way in. The URL is used as given (query parameters included), except that a
+bare ``postgresql://`` or ``mysql://`` gets the driver schedctl ships with (psycopg 3, PyMySQL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from sqlalchemy import create_engine, event, make_url
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+
+from schedctl.errors import StoreError, StoreUnavailable
+
+DEFAULT_URL = "sqlite:///schedctl.db"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+_DEFAULT_DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "mariadb": "mariadb+pymysql"}
+
+
+def parse_url(url: str | URL) -> URL:
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"invalid database URL: {exc}") from None
+    if parsed.drivername in _DEFAULT_DRIVERS:
+        parsed = parsed.set(drivername=_DEFAULT_DRIVERS[parsed.drivername])
+    return parsed
+
+
+def safe_url(url: str | URL) -> str:
+    """The URL as it may appear in output and logs: never the password."""
+    try:
+        return parse_url(url).render_as_string(hide_password=True)
+    except StoreError:
+        return "<invalid database URL>"
+
+
+def describe_target(url: str | URL) -> str:
+    """Host (or file) and database, for one-line error messages."""
+    try:
+        parsed = parse_url(url)
+    except StoreError:
+        return "<invalid database URL>"
+    if parsed.get_backend_name() == "sqlite":
+        return f"sqlite file {parsed.database or ':memory:'}"
+    host = parsed.host or "localhost"
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.get_backend_name()} at {host}{port}/{parsed.database or ''}"
+
+
+class Store:
+    """An engine plus the transaction discipline every query in schedctl relies on.
+
+    SQLite: every transaction is ``BEGIN IMMEDIATE`` so the check-then-write of a claim cannot interleave
+    with another process's; WAL and a busy timeout let several processes on one host share the file.
+    MySQL/MariaDB: READ COMMITTED, so ``SKIP LOCKED`` claims do not take gap locks.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.url = engine.url
+        self.dialect = engine.dialect.name  # "sqlite" | "postgresql" | "mysql" (MariaDB reports "mysql")
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Connection]:
+        """A transaction; commits on success, rolls back on error, and maps driver errors to StoreError."""
+        try:
+            with self.engine.begin() as conn:
+                yield conn
+        except (OperationalError, DBAPIError) as exc:
+            raise translate_error(exc, self.url) from exc
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[Connection]:
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except (OperationalError, DBAPIError) as exc:
+            raise translate_error(exc, self.url) from exc
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Store({safe_url(self.url)})"
+
+
+def translate_error(exc: Exception, url: URL) -> StoreError:
+    """A driver error as one line naming the target, never the password."""
+    target = describe_target(url)
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated or _is_connect_error(exc):
+        return StoreUnavailable(f"cannot reach {target}: {_first_line(exc)}")
+    return StoreError(f"database error on {target}: {_first_line(exc)}")
+
+
+def _is_connect_error(exc: Exception) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return any(
+        marker in text
+        for marker in (
+            "connection refused",
+            "could not connect",
+            "can't connect",
+            "server closed the connection",
+            "lost connection",
+            "connection is closed",
+            "terminating connection",
+            "unable to open database",
+            "connection timeout",
+            "name or service not known",
+            "the database system is",
+            "gone away",
+            "consuming input failed",
+            "connection failed",
+        )
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
+    """An engine for ``url``. Does not connect yet, so it never fails for an unreachable server."""
+    parsed = parse_url(url)
+    backend = parsed.get_backend_name()
+    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    if backend == "sqlite":
+        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+    elif backend in ("mysql", "mariadb"):
+        kwargs["isolation_level"] = "READ COMMITTED"
+        kwargs["connect_args"] = {"connect_timeout": 5}
+    elif backend == "postgresql":
+        kwargs["connect_args"] = {"connect_timeout": 5}
+    kwargs.update(engine_kwargs)
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+        raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None
+    if backend == "sqlite":
+        _configure_sqlite(engine)
+    return Store(engine)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from pysqlite so "begin" below decides how transactions start.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

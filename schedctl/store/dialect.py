@@ -1,0 +1,121 @@
+"""Every difference between SQLite, PostgreSQL and MySQL/MariaDB lives here.
+
+The database's clock judges leases and heartbeats, never a replica's: ``db_now()`` and ``db_now_plus()``
+render the server's current UTC time in each dialect, with microseconds, in the same form the column stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Table, literal, select
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
+
+from schedctl.store.types import UTCDateTime
+
+
+class db_now(FunctionElement[Any]):  # noqa: N801 - reads like SQL
+    """The database server's current instant (UTC)."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+    name = "db_now"
+
+
+class db_now_plus(FunctionElement[Any]):  # noqa: N801
+    """The database server's current instant plus a number of seconds (negative to look back)."""
+
+    type = UTCDateTime()
+    inherit_cache = True
+    name = "db_now_plus"
+
+
+@compiles(db_now, "postgresql")
+def _pg_now(element: Any, compiler: Any, **kw: Any) -> str:
+    # clock_timestamp(), not now(): now() is frozen at transaction start, and a dispatch transaction may be long.
+    return "clock_timestamp()"
+
+
+@compiles(db_now, "mysql")
+@compiles(db_now, "mariadb")
+def _my_now(element: Any, compiler: Any, **kw: Any) -> str:
+    return "UTC_TIMESTAMP(6)"
+
+
+@compiles(db_now, "sqlite")
+def _lite_now(element: Any, compiler: Any, **kw: Any) -> str:
+    # SQLAlchemy stores "YYYY-MM-DD HH:MM:SS.ffffff"; %f gives SS.SSS, so pad to microseconds to compare as text.
+    return "strftime('%Y-%m-%d %H:%M:%f000', 'now')"
+
+
+@compiles(db_now_plus, "postgresql")
+def _pg_now_plus(element: Any, compiler: Any, **kw: Any) -> str:
+    (seconds,) = list(element.clauses)
+    return f"(clock_timestamp() + make_interval(secs => {compiler.process(seconds, **kw)}))"
+
+
+@compiles(db_now_plus, "mysql")
+@compiles(db_now_plus, "mariadb")
+def _my_now_plus(element: Any, compiler: Any, **kw: Any) -> str:
+    (seconds,) = list(element.clauses)
+    return f"DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ROUND({compiler.process(seconds, **kw)} * 1000000) MICROSECOND)"
+
+
+@compiles(db_now_plus, "sqlite")
+def _lite_now_plus(element: Any, compiler: Any, **kw: Any) -> str:
+    (seconds,) = list(element.clauses)
+    modifier = f"(printf('%+.6f', {compiler.process(seconds, **kw)}) || ' seconds')"
+    # strftime's %f keeps only milliseconds; a sub-millisecond offset is below what leases need.
+    return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', {modifier})"
+
+
+def now_plus(seconds: float) -> db_now_plus:
+    return db_now_plus(literal(float(seconds)))
+
+
+def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+    """Insert rows, silently keeping any row whose primary key exists already. Returns how many were new.
+
+    This is the claim: the primary key, not anything in memory, decides who got a tick.
+    """
+    if not rows:
+        return 0
+    name = conn.dialect.name
+    if name == "postgresql":
+        stmt: Any = pg_insert(table).on_conflict_do_nothing()
+    elif name == "sqlite":
+        stmt = sqlite_insert(table).on_conflict_do_nothing()
+    else:
+        # IGNORE also downgrades other errors to warnings, but ON DUPLICATE KEY UPDATE cannot say how many
+        # rows were new (the driver's FOUND_ROWS flag counts a duplicate as one), and the rows are our own.
+        stmt = mysql_insert(table).prefix_with("IGNORE")
+    returning = conn.dialect.insert_returning and name != "mysql"
+    if returning:
+        stmt = stmt.returning(*table.primary_key.columns)
+    inserted = 0
+    # One multi-row statement per chunk: few round trips, and a count every driver reports correctly.
+    chunk = 500 if name != "sqlite" else max(1, 30000 // max(1, len(rows[0])))
+    for start in range(0, len(rows), chunk):
+        result = conn.execute(stmt.values(rows[start : start + chunk]))
+        inserted += len(result.all()) if returning else max(0, result.rowcount or 0)
+    return inserted
+
+
+def supports_skip_locked(conn: Connection) -> bool:
+    return conn.dialect.name in ("postgresql", "mysql", "mariadb")
+
+
+def lock_for_claim(query: Any, conn: Connection) -> Any:
+    """``FOR UPDATE SKIP LOCKED`` where the database has it; SQLite serialises writers instead."""
+    if supports_skip_locked(conn):
+        return query.with_for_update(skip_locked=True)
+    return query
+
+
+def select_db_now(conn: Connection) -> Any:
+    return conn.execute(select(db_now())).scalar_one()

@@ -1,0 +1,115 @@
+"""The tables, in SQLAlchemy Core. Alembic migrations build exactly this (a test compares them)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+from schedctl.store.types import UTCDateTime
+
+metadata = MetaData()
+
+# One row per election ("cron" unless several installations share a database). `term` grows by one every
+# time the holder changes: it is the fencing token every dispatch write is conditioned on.
+scheduler_lease = Table(
+    "scheduler_lease",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("term", BigInteger, nullable=False),
+    Column("acquired_at", UTCDateTime, nullable=False),
+    Column("renewed_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+)
+
+# Every term a holder had, for `schedctl leases` and for `missed` to say "no leader from .. to ..".
+lease_terms = Table(
+    "lease_terms",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("term", BigInteger, primary_key=True, autoincrement=False),
+    Column("holder", String(255), nullable=False),
+    Column("acquired_at", UTCDateTime, nullable=False),
+    Column("renewed_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("ended_at", UTCDateTime, nullable=True),
+    # released (clean shutdown) | expired (taken over after it lapsed) | lost (holder saw it could not renew)
+    Column("end_reason", String(32), nullable=True),
+    Column("schedctl_version", String(32), nullable=False),
+    Column("tzdata_version", String(32), nullable=False),
+)
+
+# The per-tick record: one row per (job, tick) any leader decided about. The primary key is the whole
+# fire-once story: a second insert for the same tick conflicts and does nothing.
+job_runs = Table(
+    "job_runs",
+    metadata,
+    Column("job_id", String(255), primary_key=True),
+    Column("scheduled_for", UTCDateTime, primary_key=True),
+    Column("state", String(16), nullable=False),
+    Column("reason", String(32), nullable=True),  # SkipReason, or why a run ended as it did
+    Column("reason_detail", Text, nullable=True),  # a plain sentence for `missed` and `status`
+    Column("manual", Boolean, nullable=False, default=False),
+    Column("term", BigInteger, nullable=True),  # lease term that dispatched it; NULL for replay/manual
+    Column("attempt", Integer, nullable=False, default=0),  # bumped by every claim; fences worker writes
+    Column("failures", Integer, nullable=False, default=0),  # non-zero exits so far (retries use these)
+    Column("worker", String(255), nullable=True),
+    Column("heartbeat_at", UTCDateTime, nullable=True),
+    Column("queued_at", UTCDateTime, nullable=False),
+    Column("not_before", UTCDateTime, nullable=True),  # earliest claim: jitter, retry backoff
+    Column("started_at", UTCDateTime, nullable=True),
+    Column("finished_at", UTCDateTime, nullable=True),
+    Column("cancel_requested", Boolean, nullable=False, default=False),
+    Column("exit_status", Integer, nullable=True),
+    Column("output_tail", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("checkpoint", JSON, nullable=True),
+    Column("snapshot", JSON, nullable=True),
+    Column("labels_key", String(512), nullable=False, default=""),
+    Column("concurrency", String(16), nullable=False, default="forbid"),
+    # 1 while a `forbid` run executes, else NULL: the unique index below lets the database itself refuse a
+    # second executing run of the same job (NULLs never collide on any backend).
+    Column("exclusive", Integer, nullable=True),
+    UniqueConstraint("job_id", "exclusive", name="uq_job_runs_exclusive"),
+    Index("ix_job_runs_state_not_before", "state", "not_before"),
+    Index("ix_job_runs_state_heartbeat", "state", "heartbeat_at"),
+)
+
+# Per-job memory that must outlive every process: where dispatch resumes, pauses, refusals, history mark.
+job_state = Table(
+    "job_state",
+    metadata,
+    Column("job_id", String(255), primary_key=True),
+    Column("schedule_key", String(512), nullable=False),  # schedule|zone|dst the ticks below were counted by
+    Column("defined_at", UTCDateTime, nullable=False),  # first seen by a leader (or since schedule change)
+    Column("last_dispatched", UTCDateTime, nullable=True),  # the last tick any leader decided about
+    Column("paused_at", UTCDateTime, nullable=True),  # set by `schedctl pause`; holds until `resume`
+    Column("refused_at", UTCDateTime, nullable=True),  # catch-up refused; dispatch stops until replay
+    Column("refused_detail", Text, nullable=True),
+    Column("history_start", UTCDateTime, nullable=True),  # rows before this were pruned: never "missed"
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# An append-only journal of what happened to a job, for `missed` and `status` to explain gaps.
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("job_id", String(255), nullable=False),
+    Column("at", UTCDateTime, nullable=False),
+    # defined | schedule_changed | paused | resumed | refused | replayed | pruned
+    Column("kind", String(32), nullable=False),
+    Column("detail", Text, nullable=True),
+    Index("ix_job_events_job_at", "job_id", "at"),
+)
