@@ -95,6 +95,7 @@ job_state = Table(
     Column("defined_at", UTCDateTime, nullable=False),  # first seen by a leader (or since schedule change)
     Column("last_dispatched", UTCDateTime, nullable=True),  # the last tick any leader decided about
     Column("paused_at", UTCDateTime, nullable=True),  # set by `schedctl pause`; holds until `resume`
+    Column("paused_by_file", Boolean, nullable=False, default=False),  # last seen `paused = true` in the file
     Column("refused_at", UTCDateTime, nullable=True),  # catch-up refused; dispatch stops until replay
     Column("refused_detail", Text, nullable=True),
     Column("history_start", UTCDateTime, nullable=True),  # rows before this were pruned: never "missed"
