@@ -115,13 +115,13 @@ class Job:
     retries: int = 0
     retry_backoff: float = DEFAULT_RETRY_BACKOFF
     grace_period: float = DEFAULT_GRACE_PERIOD
-    env: Mapping[str, str] = field(default=_EMPTY)
+    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     pass_env: tuple[str, ...] = ()
     stdin: str | None = None
     workdir: str | None = None
     user: str | None = None
     source: str | None = None
-    labels: Mapping[str, str] = field(default=_EMPTY)
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     description: str | None = None
     paused: bool = False
     tags: tuple[str, ...] = ()

@@ -35,3 +35,4 @@ class WorkerSettings:
     successful_history: int = 3  # finished runs kept per job, like Kubernetes' successfulJobsHistoryLimit
     failed_history: int = 5  # like failedJobsHistoryLimit
     output_tail_bytes: int = 8192  # how much of stdout/stderr is stored on the run
+    prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)

@@ -60,6 +60,13 @@ class LazyGroup(click.Group):
         command: click.Command = getattr(module, attr)
         return command
 
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[Any]:
+        """Command names complete from COMMANDS, so <TAB> does not import every command module."""
+        from click.shell_completion import CompletionItem
+
+        names = [CompletionItem(n, help=COMMANDS[n][2]) for n in self.list_commands(ctx) if n.startswith(incomplete)]
+        return names + click.Command.shell_complete(self, ctx, incomplete)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

@@ -27,6 +27,8 @@ def parse_url(url: str | URL) -> URL:
         parsed = make_url(url)
     except ArgumentError as exc:
         raise StoreError(f"invalid database URL: {exc}") from None
+    except ValueError:  # make_url's int() of the port
+        raise StoreError("invalid database URL: the port is not a number") from None
     if parsed.drivername in _DEFAULT_DRIVERS:
         parsed = parsed.set(drivername=_DEFAULT_DRIVERS[parsed.drivername])
     return parsed

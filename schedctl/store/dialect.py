@@ -119,3 +119,19 @@ def lock_for_claim(query: Any, conn: Connection) -> Any:
 
 def select_db_now(conn: Connection) -> Any:
     return conn.execute(select(db_now())).scalar_one()
+
+
+# Any constant shared by every schedctl: "sched" in ASCII.
+_MIGRATION_LOCK_KEY = 0x7363686564
+
+
+def lock_for_migration(conn: Connection) -> None:
+    """Serialise concurrent schema upgrades until the transaction ends.
+
+    PostgreSQL: a transaction-level advisory lock (DDL is transactional there, so the second upgrader then
+    sees the first one's revision). SQLite: BEGIN IMMEDIATE already holds the write lock. MySQL commits DDL
+    implicitly, so a lock held until commit cannot cover it; two simultaneous upgrades there may see one fail
+    on an existing table, and rerunning it is safe.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")

@@ -1,0 +1,71 @@
+"""Opening the database for one-shot commands (runs, missed, status, leases, ...).
+
+Every failure becomes one line naming the target (host or file, never the password) and what to do, and
+exits 1 through ``main()``: an unreachable server, a malformed URL, a missing SQLite file, an unmigrated or
+newer schema. Imported only inside command functions: it pulls in SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from schedctl.errors import StoreError, StoreUnavailable
+
+if TYPE_CHECKING:
+    from schedctl.store import Store
+
+URL_HINT = "check --db or SCHEDCTL_DATABASE_URL"
+
+
+def open_store_or_explain(db_url: str, create: bool = False) -> Store:
+    """A Store for ``db_url`` that has not connected yet. A SQLite file must exist unless ``create``."""
+    from pathlib import Path
+
+    from schedctl.store import describe_target, open_store, parse_url
+
+    try:
+        parsed = parse_url(db_url)
+    except StoreError as exc:
+        raise StoreError(
+            f"{exc} ({URL_HINT}; e.g. sqlite:///schedctl.db or postgresql://user@host/db)"
+        ) from None
+    database = parsed.database or ""
+    if parsed.get_backend_name() == "sqlite" and not create and database not in ("", ":memory:"):
+        if not Path(database).exists():
+            # Connecting would create an empty file as a side effect of a read-only command.
+            raise StoreError(
+                f"{describe_target(parsed)} does not exist: run `schedctl db upgrade` to create it, or {URL_HINT}"
+            )
+    return open_store(parsed)
+
+
+def open_checked_store(db_url: str) -> Store:
+    """A Store whose schema is exactly the one this schedctl needs, or a one-line StoreError saying why not."""
+    from schedctl.store.migrate import require_current
+
+    store = open_store_or_explain(db_url)
+    try:
+        with explained(store):
+            require_current(store)
+    except BaseException:
+        store.dispose()
+        raise
+    return store
+
+
+@contextlib.contextmanager
+def explained(store: Store) -> Iterator[None]:
+    """Store errors raised inside become one line; an unreachable database also says what to check."""
+    try:
+        yield
+    except StoreUnavailable as exc:
+        hint = "does its folder exist?" if store.dialect == "sqlite" else "is the server running?"
+        raise StoreUnavailable(_one_line(f"{exc} ({hint} {URL_HINT})")) from None
+    except StoreError as exc:
+        raise type(exc)(_one_line(str(exc))) from None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,138 @@
+"""``schedctl jobs`` (list the job definitions) and ``schedctl validate`` (check job files)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import click
+
+from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+
+if TYPE_CHECKING:
+    from schedctl.joblist import JobRow
+
+_COLUMNS = ("ID", "SCHEDULE", "DESCRIPTION", "TIMEZONE", "CATCH-UP", "NEXT", "LEFT", "LAST", "STATE")
+_WIDE = ("CONCURRENCY", "MAX-CATCH-UP", "PAUSED", "NEXT-UTC", "COMMAND")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@jobs_option
+@db_option
+@output_option
+def jobs(jobs_path: str, db_url: str, output: str, as_json: bool) -> None:
+    """List the job definitions with their next fire and last run.
+
+    NEXT is in the job's zone. LAST and STATE come from the database when one with a current schema is there,
+    and are `-` otherwise: this command never creates a database. Sorted by next fire.
+    """
+    from schedctl.config import load_jobs
+    from schedctl.joblist import list_jobs
+
+    now = datetime.now(UTC)
+    listing = list_jobs(load_jobs(jobs_path, now=now), db_url, now)
+    if listing.warning:
+        click.echo(f"schedctl: warning: {listing.warning}", err=True)
+    fmt = resolve_output(output, as_json)
+    if fmt == "json":
+        click.echo(json.dumps([r.to_json() for r in listing.rows], indent=2, ensure_ascii=False))
+    elif fmt == "jsonl":
+        for row in listing.rows:
+            click.echo(json.dumps(row.to_json(), ensure_ascii=False))
+    elif not listing.rows:
+        click.echo(f"no jobs defined in {jobs_path}", err=True)
+    else:
+        _table(
+            [_cells(r, now, wide=fmt == "wide") for r in listing.rows],
+            _COLUMNS + (_WIDE if fmt == "wide" else ()),
+        )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, type=click.Path())
+@jobs_option
+def validate(paths: tuple[str, ...], jobs_path: str) -> None:
+    """Check job files (PATHS, default --jobs); exit 0 only when every job is valid, 78 otherwise.
+
+    Every error is printed on one line as FILE:LINE: jobs.<id>.<key>: message.
+    """
+    from schedctl.config import load_jobs
+    from schedctl.errors import ConfigError
+
+    now = datetime.now(UTC)
+    problems = []
+    for path in paths or (jobs_path,):
+        try:
+            found = load_jobs(path, now=now)
+        except ConfigError as exc:
+            problems.extend(exc.diagnostics)
+            continue
+        click.echo(
+            f"{path}: {len(found)} job{'s' if len(found) != 1 else ''} OK" if found else f"{path}: no jobs"
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
+def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
+    job = row.job
+    nxt = row.next_fire
+    cells = [
+        job.id,
+        job.schedule,
+        row.description,
+        job.timezone,
+        str(job.catch_up),
+        nxt.strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
+        _span(nxt.astimezone(UTC) - now) if nxt else ("paused" if row.paused else "-"),
+        _ago(row.last_run_at, now) if row.last_run_at else "-",
+        row.last_run_state or "-",
+    ]
+    if wide:
+        command = job.command if isinstance(job.command, str) else json.dumps(list(job.command))
+        cells += [
+            str(job.concurrency),
+            str(job.max_catch_up) if job.max_catch_up is not None else "-",
+            "yes" if row.paused else "no",
+            nxt.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ") if nxt else "-",
+            " ".join(command.split()),
+        ]
+    return cells
+
+
+def _span(delta: timedelta) -> str:
+    """The two largest units, like systemctl's LEFT column: "4m12s", "17h", "1d3h"."""
+    left = max(0, round(delta.total_seconds()))
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if parts or count:
+            parts.append(f"{count}{unit}" if count else "")
+        if len(parts) == 2:
+            break
+    return "".join(parts) or "0s"
+
+
+def _ago(moment: datetime, now: datetime) -> str:
+    return f"{_span(now - moment)} ago" if moment <= now else moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
+    """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for name in header:
+            table.add_column(name, overflow="fold")
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))  # Text: brackets in a value are not markup
+        Console().print(table)  # rich leaves colour out when NO_COLOR is set
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for line in [list(header), *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())

@@ -1,0 +1,334 @@
+"""``schedctl missed`` (ticks that did not run, with reasons) and ``schedctl replay`` (dispatch them, bounded).
+
+Also the small helpers the status commands share: loading the jobs, opening the store, tables, time options.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from schedctl.cli._complete import complete_job_ids
+from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+
+if TYPE_CHECKING:
+    from schedctl.job import Job
+    from schedctl.missed import MissedCount, MissedTick
+    from schedctl.replay import ReplayPlan
+    from schedctl.store import Store
+
+_CTX = {"help_option_names": ["-h", "--help"]}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# -- shared by missed/replay/status/pause ------------------------------------------------------------------
+
+
+def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict[str, Job]:
+    """The named jobs from the job files (all of them when none is named); an unknown id is an error."""
+    from schedctl.config import load_jobs
+    from schedctl.errors import JobNotFound
+
+    jobs = load_jobs(jobs_path, now=now)
+    wanted = list(dict.fromkeys(job_ids))
+    for job_id in wanted:
+        if job_id not in jobs:
+            close = difflib.get_close_matches(job_id, list(jobs), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise JobNotFound(f"no job {job_id!r} in {jobs_path}{hint}")
+    return {j: jobs[j] for j in wanted} if wanted else jobs
+
+
+def open_db(db_url: str) -> Store:
+    """A store whose schema is current, or one line naming the database and what to run (exit 1)."""
+    try:
+        from schedctl.cli._store import open_checked_store
+    except ImportError:  # pragma: no cover - H4's helper not merged yet
+        from schedctl.store import open_store
+
+        return open_store(db_url)
+    return open_checked_store(db_url)
+
+
+def instant_option(name: str, help_text: str) -> Callable[[F], F]:
+    def decorate(f: F) -> F:
+        return click.option(name, metavar="TIME", default=None, help=help_text)(f)
+
+    return decorate
+
+
+def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
+    from schedctl.missed import parse_instant
+
+    if value is None:
+        return None
+    try:
+        return parse_instant(value, now)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=param) from None
+
+
+def table(rows: list[list[str]], header: tuple[str, ...]) -> None:
+    """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        tbl = Table(box=None, header_style="bold", pad_edge=False)
+        for name in header:
+            tbl.add_column(name, overflow="fold")
+        for row in rows:
+            tbl.add_row(*(Text(cell) for cell in row))  # Text: brackets in a reason are not markup
+        Console().print(tbl)  # rich leaves colour out when NO_COLOR is set
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    for line in [list(header), *rows]:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
+
+
+def emit(output: str, items: list[dict[str, Any]]) -> None:
+    if output == "jsonl":
+        for item in items:
+            click.echo(json.dumps(item, ensure_ascii=False))
+    else:
+        click.echo(json.dumps(items, indent=2, ensure_ascii=False))
+
+
+def utc_text(at: datetime | None) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
+
+
+def iso(at: datetime | None) -> str | None:
+    from schedctl.missed import rfc3339
+
+    return rfc3339(at) if at is not None else None
+
+
+# -- missed -------------------------------------------------------------------------------------------------
+
+
+@click.command(context_settings=_CTX)
+@click.argument("job_id", metavar="[JOB]", required=False, shell_complete=complete_job_ids)
+@instant_option(
+    "--since", "First tick to look at (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago)."
+)
+@instant_option("--until", "Look at ticks before this time (default: now minus the 60 s catch-up grace).")
+@click.option("--check", is_flag=True, help="Exit 1 when any tick was missed (for monitoring).")
+@jobs_option
+@db_option
+@output_option
+@click.pass_context
+def missed(
+    ctx: click.Context,
+    job_id: str | None,
+    since: str | None,
+    until: str | None,
+    check: bool,
+    jobs_path: str,
+    db_url: str,
+    output: str,
+    as_json: bool,
+) -> None:
+    """List the ticks of JOB that did not run, each with its reason; without JOB, a count per job.
+
+    The default window starts at the job's first dispatch (or its history mark), at most 7 days back, and
+    ends at now minus the catch-up grace: a younger tick is late, not missed. Times are UTC.
+    """
+    from schedctl.missed import missed as find_missed
+    from schedctl.missed import missed_counts
+
+    now = datetime.now(UTC)
+    lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
+    jobs = load_selected(jobs_path, [job_id] if job_id else [], now)
+    store = open_db(db_url)
+    fmt = resolve_output(output, as_json)
+    try:
+        if job_id:
+            ticks = find_missed(store, jobs[job_id], lo, hi, now)
+            _show_ticks(job_id, ticks, fmt)
+            found = bool(ticks)
+        else:
+            counts = missed_counts(store, jobs, now, lo, hi)
+            _show_counts(counts, fmt)
+            found = any(c.count for c in counts)
+    finally:
+        store.dispose()
+    if check and found:
+        ctx.exit(1)
+
+
+def tick_json(job_id: str, t: MissedTick) -> dict[str, Any]:
+    return {
+        "job_id": job_id,
+        "scheduled_for": iso(t.scheduled_for),
+        "reason": t.reason_code,
+        "reason_text": t.reason_text,
+        "row_state": t.row_state,
+    }
+
+
+def _show_ticks(job_id: str, ticks: list[MissedTick], fmt: str) -> None:
+    if fmt in ("json", "jsonl"):
+        emit(fmt, [tick_json(job_id, t) for t in ticks])
+    elif not ticks:
+        click.echo(f"{job_id}: no missed ticks", err=True)
+    else:
+        rows = [[utc_text(t.scheduled_for), t.reason_code, t.row_state or "-", t.reason_text] for t in ticks]
+        table(rows, ("SCHEDULED (UTC)", "REASON", "ROW", "WHY"))
+
+
+def _show_counts(counts: list[MissedCount], fmt: str) -> None:
+    if fmt in ("json", "jsonl"):
+        emit(
+            fmt,
+            [
+                {
+                    "job_id": c.job_id,
+                    "missed": c.count,
+                    "reasons": dict(c.reasons),
+                    "first": iso(c.first),
+                    "last": iso(c.last),
+                }
+                for c in counts
+            ],
+        )
+        return
+    rows = [
+        [
+            c.job_id,
+            str(c.count),
+            ", ".join(f"{k} {v}" for k, v in sorted(c.reasons.items())) or "-",
+            utc_text(c.first),
+            utc_text(c.last),
+        ]
+        for c in counts
+    ]
+    table(rows, ("JOB", "MISSED", "REASONS", "FIRST (UTC)", "LAST (UTC)"))
+
+
+# -- replay -------------------------------------------------------------------------------------------------
+
+
+@click.command(context_settings=_CTX)
+@click.argument("job_ids", metavar="[JOB]...", nargs=-1, shell_complete=complete_job_ids)
+@click.option(
+    "--max",
+    "max_n",
+    type=click.IntRange(min=0),
+    required=True,
+    help="Refuse if more ticks than this would run.",
+)
+@instant_option("--since", "First tick to replay (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago).")
+@instant_option("--until", "Replay ticks before this time.")
+@click.option("--dry-run", is_flag=True, help="List what would be replayed; change nothing.")
+@click.option(
+    "--yes", "-y", is_flag=True, help="Do not ask for confirmation (required when stdin is not a terminal)."
+)
+@jobs_option
+@db_option
+def replay(
+    job_ids: tuple[str, ...],
+    max_n: int,
+    since: str | None,
+    until: str | None,
+    dry_run: bool,
+    yes: bool,
+    jobs_path: str,
+    db_url: str,
+) -> None:
+    """Dispatch the missed ticks of JOBs (all jobs when none is named), oldest first, at most --max of them.
+
+    Exactly the ticks `schedctl missed` lists are queued, through the same fire-once claim as the scheduler,
+    so a tick that ran is never dispatched twice and replaying again does nothing. The job's skip/latest
+    policy and starting_deadline do not filter an operator's replay; its concurrency still holds when the runs
+    execute. A catch-up refusal is cleared so the scheduler resumes the job. Exit 0 when it replayed or found
+    nothing to replay, 1 when it refused (and then nothing was changed).
+    """
+    from schedctl.errors import ReplayRefused
+    from schedctl.replay import plan_replay, refusal_message
+    from schedctl.replay import replay as run_replay
+
+    if not dry_run and not yes and not stdin_is_terminal():
+        raise click.UsageError(
+            "replay changes the database: pass --yes to confirm when stdin is not a terminal"
+        )
+    now = datetime.now(UTC)
+    lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
+    jobs = load_selected(jobs_path, job_ids, now)
+    store = open_db(db_url)
+    try:
+        plan = plan_replay(store, jobs.values(), lo, hi, now)
+        if dry_run:
+            _show_plan(plan)
+        if len(plan.ticks) > max_n:
+            raise ReplayRefused(refusal_message(plan, max_n))
+        if plan.empty:
+            click.echo("nothing to replay", err=True)
+            return
+        if dry_run:
+            click.echo(f"would replay {len(plan.ticks)} ticks (--dry-run: nothing was changed)", err=True)
+            return
+        if not yes:
+            _show_plan(plan)
+            click.confirm(f"Replay {len(plan.ticks)} ticks?", abort=True, err=True)
+        with _progress(len(plan.ticks)) as advance:
+            result = run_replay(store, jobs, max_n, lo, hi, now, plan=plan, progress=advance)
+    finally:
+        store.dispose()
+    _report(result.plan, result.dispatched, result.already)
+
+
+def stdin_is_terminal() -> bool:
+    """Whether someone can answer a confirmation (a seam for tests: CliRunner's stdin never is one)."""
+    return sys.stdin.isatty()
+
+
+def _show_plan(plan: ReplayPlan) -> None:
+    rows = [[t.job_id, utc_text(t.scheduled_for), t.action, t.reason_code] for t in plan.ticks]
+    if rows:
+        table(rows, ("JOB", "SCHEDULED (UTC)", "ACTION", "MISSED BECAUSE"))
+    for job_id in plan.clears:
+        click.echo(f"{job_id}: its catch-up refusal will be cleared, so the scheduler resumes it", err=True)
+
+
+def _report(plan: ReplayPlan, dispatched: int, already: int) -> None:
+    for job_id, n in sorted(plan.per_job().items()):
+        ticks = [t.scheduled_for for t in plan.ticks if t.job_id == job_id]
+        click.echo(f"{job_id}: {n} ticks queued ({utc_text(min(ticks))} .. {utc_text(max(ticks))} UTC)")
+    if already:
+        click.echo(
+            f"{already} of them had been dispatched by someone else meanwhile: not queued again", err=True
+        )
+    for job_id in plan.clears:
+        click.echo(f"{job_id}: catch-up refusal cleared; the scheduler resumes it")
+    click.echo(f"replayed {dispatched} ticks", err=True)
+
+
+class _progress:
+    """A rich progress bar on stderr for long replays on a terminal; silent otherwise."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if self.total < 1000 or not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("replaying", total=self.total)
+        return lambda done, total: self.bar.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -1,0 +1,139 @@
+"""``schedctl serve``: parse the options, build the settings, hand over to ``schedctl.service``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from schedctl.cli._options import db_option, jobs_option
+from schedctl.durations import parse_duration
+
+
+class Duration(click.ParamType):
+    """``"500ms"``, ``"90s"``, ``"2h30m"`` or plain seconds, as in the job files."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class SignedDuration(Duration):
+    name = "signed duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        text = str(value).strip()
+        sign = -1.0 if text.startswith("-") else 1.0
+        return sign * super().convert(text.lstrip("+-"), param, ctx)
+
+
+DURATION = Duration()
+
+
+def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {value!r}", ctx=ctx, param=param)
+        labels[key] = val
+    return labels
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--role",
+    type=click.Choice(["scheduler", "worker", "all"]),
+    default="all",
+    show_default=True,
+    envvar="SCHEDCTL_ROLE",
+    help="scheduler: compete for the lease and dispatch; worker: run queued runs; all: both (one machine).",
+)
+@db_option
+@jobs_option
+@click.option("--migrate", is_flag=True, help="Upgrade the database schema first (the one-machine SQLite case).")
+@click.option("--identity", envvar="SCHEDCTL_IDENTITY", help="Lease holder / worker name [default: HOST:PID:SUFFIX].")
+@click.option("--lease-duration", type=DURATION, default="15s", show_default=True, help="How long a lease lasts.")
+@click.option("--renew-interval", type=DURATION, default="5s", show_default=True, help="How often the leader renews.")
+@click.option(
+    "--catch-up-grace",
+    type=DURATION,
+    default="60s",
+    show_default=True,
+    help="A tick younger than this is late, not missed: dispatched normally.",
+)
+@click.option("--slots", type=click.IntRange(min=1), default=4, show_default=True, help="Runs executed at once.")
+@click.option("--poll-interval", type=DURATION, default="1s", show_default=True, help="Worker poll when idle.")
+@click.option("--heartbeat-interval", type=DURATION, default="15s", show_default=True)
+@click.option("--stale-after", type=DURATION, default="60s", show_default=True, help="Take over runs silent this long.")
+@click.option("--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE", help="Worker label (repeat).")
+@click.option("--run-as-job-user", is_flag=True, help="As root, run each job as the user it names.")
+@click.option("--successful-history", type=click.IntRange(min=0), default=3, show_default=True)
+@click.option("--failed-history", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here.")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default="info",
+    show_default=True,
+)
+@click.option("--clock-skew", type=SignedDuration(), default="0", envvar="SCHEDCTL_CLOCK_SKEW", hidden=True)
+def serve(**opts: Any) -> None:
+    """Run a scheduler, a worker, or both.
+
+    \b
+    SIGTERM/SIGINT: finish the pass, release the lease, hand runs back, exit 0.
+    A second SIGTERM/SIGINT: stop now (exit 130).  SIGHUP: re-read the job files.
+    """
+    import sys
+
+    from schedctl import service
+
+    config = _config(opts)
+    service.configure_logging(opts["log_format"], opts["log_level"])
+    sys.exit(service.serve(config))
+
+
+def _config(opts: dict[str, Any]) -> Any:
+    from schedctl.errors import UsageError
+    from schedctl.job import Role
+    from schedctl.service import ServeConfig
+    from schedctl.settings import SchedulerSettings, WorkerSettings, default_identity
+
+    if opts["renew_interval"] >= opts["lease_duration"]:
+        raise UsageError("--renew-interval must be shorter than --lease-duration")
+    identity = opts["identity"] or default_identity()
+    return ServeConfig(
+        role=Role(opts["role"]),
+        db_url=opts["db_url"],
+        jobs_path=opts["jobs_path"],
+        migrate=opts["migrate"],
+        scheduler=SchedulerSettings(
+            identity=identity,
+            lease_duration=opts["lease_duration"],
+            renew_interval=opts["renew_interval"],
+            catch_up_grace=opts["catch_up_grace"],
+        ),
+        worker=WorkerSettings(
+            identity=identity,
+            slots=opts["slots"],
+            poll_interval=opts["poll_interval"],
+            heartbeat_interval=opts["heartbeat_interval"],
+            stale_after=opts["stale_after"],
+            labels=opts["labels"],
+            run_as_job_user=opts["run_as_job_user"],
+            successful_history=opts["successful_history"],
+            failed_history=opts["failed_history"],
+        ),
+        metrics_host=opts["metrics_host"],
+        metrics_port=opts["metrics_port"],
+        clock_skew=opts["clock_skew"],
+    )

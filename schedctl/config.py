@@ -1,0 +1,304 @@
+"""Job definitions in TOML: load them with one-line ``FILE:LINE`` errors, write them back with tomli-w.
+
+A job file holds ``[jobs.<id>]`` tables and nothing else. Loading reports every error of every file it can
+reach in one ``ConfigError`` and returns nothing when any job is bad, so a typo never half-applies a job set.
+Values are checked here, once, for TOML and for the crontab importer alike (``job_from_mapping``).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from schedctl import configkeys as keys
+from schedctl.configkeys import Invalid, did_you_mean, one_line, render_path, show
+from schedctl.durations import format_duration, parse_duration
+from schedctl.errors import ConfigError, Diagnostic
+from schedctl.job import CatchUp, DstPolicy, Job
+from schedctl.tomlpos import KeyLines, key_lines
+
+MAX_FILE_BYTES = 16 * 1024 * 1024  # job files are small; this bounds memory for a mistaken path
+
+# A key path inside one job (("schedule",), ("env", "PATH"), ("tags", 2)) -> its line, None when unknown.
+LineOf = Callable[[tuple[str | int, ...]], int | None]
+
+
+def load_jobs(path: str | Path, now: datetime | None = None) -> dict[str, Job]:
+    """The jobs in a file, or in the ``*.toml`` files of a folder (not its sub-folders; names starting with
+    a dot, like editors' lock files, are ignored). Ids must be unique across all files. Ordered by id."""
+    files = _job_files(Path(path))
+    diagnostics: list[Diagnostic] = []
+    jobs: dict[str, Job] = {}
+    first_seen: dict[str, str] = {}  # id -> "FILE:LINE" where it was first defined
+    for file in files:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            diagnostics.append(Diagnostic(str(file), None, f"cannot read: {exc.strerror or exc}"))
+            continue
+        found, lines, problems = _load_file(data, str(file), now)
+        diagnostics.extend(problems)
+        for job_id, line in lines.items():
+            here = f"{file}:{line}" if line is not None else str(file)
+            if job_id in first_seen:
+                message = f"{render_path(('jobs', job_id))}: duplicate job id (also defined at {first_seen[job_id]})"
+                diagnostics.append(Diagnostic(str(file), line, message))
+            else:
+                first_seen[job_id] = here
+                if job_id in found:
+                    jobs[job_id] = found[job_id]
+    if diagnostics:
+        raise ConfigError(diagnostics)
+    return dict(sorted(jobs.items()))
+
+
+def loads_jobs(text: str | bytes, filename: str, now: datetime | None = None) -> dict[str, Job]:
+    """The jobs in one document; ``filename`` is what error lines name."""
+    jobs, _, diagnostics = _load_file(text, filename, now)
+    if diagnostics:
+        raise ConfigError(diagnostics)
+    return dict(sorted(jobs.items()))
+
+
+def job_from_mapping(
+    job_id: str,
+    table: Mapping[str, Any],
+    file: str,
+    line_of: LineOf,
+    now: datetime | None = None,
+) -> Job:
+    """A Job from plain values, checked exactly as a ``[jobs.<id>]`` table is.
+
+    ``line_of`` maps a key path inside the job to the line to blame (the crontab importer passes
+    ``lambda path: entry_line``). Raises ConfigError with every problem of the job.
+    """
+    diagnostics: list[Diagnostic] = []
+    job = _build_job(job_id, table, file, line_of, now or datetime.now(UTC), diagnostics)
+    if job is None:
+        raise ConfigError(diagnostics)
+    return job
+
+
+def dump_jobs(jobs: Iterable[Job] | Mapping[str, Job]) -> str:
+    """TOML that ``loads_jobs`` reads back to the same jobs; keys equal to their default are left out."""
+    values = jobs.values() if isinstance(jobs, Mapping) else jobs
+    tables = {job.id: _job_table(job) for job in sorted(values, key=lambda j: j.id)}
+    return tomli_w.dumps({"jobs": tables})
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def _job_files(path: Path) -> list[Path]:
+    try:
+        if path.is_dir():
+            return sorted(p for p in path.glob("*.toml") if not p.name.startswith(".") and p.is_file())
+        if path.exists():
+            return [path]
+    except OSError as exc:
+        raise ConfigError(
+            [Diagnostic(str(path), None, f"cannot read job definitions: {exc.strerror or exc}")]
+        ) from None
+    raise ConfigError([Diagnostic(str(path), None, "cannot read job definitions: no such file or directory")])
+
+
+def _load_file(
+    data: str | bytes, filename: str, now: datetime | None
+) -> tuple[dict[str, Job], dict[str, int | None], list[Diagnostic]]:
+    """(valid jobs, line of every declared id, diagnostics) for one document."""
+    try:
+        text = _decode(data)
+        document = _parse(text)
+    except Invalid as exc:
+        return {}, {}, [Diagnostic(filename, exc.line, exc.message)]
+    positions = key_lines(text)
+    diagnostics: list[Diagnostic] = []
+    tables = _job_tables(document, filename, positions, diagnostics)
+    jobs: dict[str, Job] = {}
+    when = now or datetime.now(UTC)
+    for job_id, table in tables.items():
+
+        def line_of(path: tuple[str | int, ...], job_id: str = job_id) -> int | None:
+            return positions.line_of(("jobs", job_id, *path))
+
+        job = _build_job(job_id, table, filename, line_of, when, diagnostics)
+        if job is not None:
+            jobs[job_id] = job
+    lines = {job_id: positions.line_of(("jobs", job_id)) for job_id in tables}
+    diagnostics.sort(key=lambda d: d.line or 0)
+    return jobs, lines, diagnostics
+
+
+def _decode(data: str | bytes) -> str:
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            line = data.count("\n", 0, exc.start) + 1
+            raise Invalid("not UTF-8 text: it holds a lone surrogate", line=line) from None
+        text = data
+    else:
+        if len(data) > MAX_FILE_BYTES:
+            raise Invalid(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; job files are small")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+            line = data.count(b"\n", 0, start) + 1
+            column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+            raise Invalid(f"not UTF-8 text: byte 0x{data[start]:02x} at column {column}", line=line) from None
+    if len(text) > MAX_FILE_BYTES:
+        raise Invalid(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; job files are small")
+    nul = text.find("\x00")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        column = nul - (text.rfind("\n", 0, nul) + 1) + 1
+        raise Invalid(f"a NUL character at column {column}; a TOML file cannot hold one", line=line)
+    return text.lstrip("\ufeff") if text.startswith("\ufeff") else text
+
+
+def _parse(text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _syntax_error(str(exc), text) from None
+    except RecursionError:
+        raise Invalid("invalid TOML: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise Invalid(f"invalid TOML: {one_line(str(exc))}") from None
+
+
+def _syntax_error(message: str, text: str) -> Invalid:
+    """tomllib (3.11) puts the position only in the message: "... (at line 3, column 5)"."""
+    match = re.search(r" \(at line (\d+), column (\d+)\)$", message)
+    reason = message[: match.start()] if match else message.removesuffix(" (at end of document)")
+    if reason.startswith("Cannot overwrite a value"):
+        # tomllib names no key, and for the last line of a file no line: the scanner finds the second one.
+        duplicates = key_lines(text).duplicates
+        if duplicates:
+            path, line = duplicates[0]
+            return Invalid(f"invalid TOML: {render_path(path)} is set twice", line=line)
+    if match:
+        return Invalid(
+            f"invalid TOML: {_lower_first(reason)} (column {match.group(2)})", line=int(match.group(1))
+        )
+    return Invalid(
+        f"invalid TOML: {_lower_first(reason)} (at end of file)", line=text.rstrip("\n").count("\n") + 1
+    )
+
+
+def _lower_first(text: str) -> str:
+    """tomllib's reason as the tail of our line: lower-case start, key tuples as dotted paths."""
+
+    def dotted(match: re.Match[str]) -> str:
+        return render_path(re.findall(r"'((?:[^'\\]|\\.)*)'", match.group(0)))
+
+    text = re.sub(r"\('(?:[^'\\]|\\.)*'(?:, '(?:[^'\\]|\\.)*')*,?\)", dotted, text)
+    return text[:1].lower() + text[1:]
+
+
+def _job_tables(
+    document: Mapping[str, Any], filename: str, positions: KeyLines, diagnostics: list[Diagnostic]
+) -> dict[str, Mapping[str, Any]]:
+    """The ``[jobs.<id>]`` tables; everything else at the top level is reported."""
+    for name in document:
+        if name == "jobs":
+            continue
+        if name in keys.KNOWN:
+            hint = f"job keys go inside a [jobs.<id>] table, like [jobs.backup] {name} = ..."
+        else:
+            hint = "job definitions go in [jobs.<id>] tables" + did_you_mean(name, ["jobs"])
+        diagnostics.append(
+            Diagnostic(filename, positions.line_of((name,)), f"{render_path((name,))}: unknown; {hint}")
+        )
+    jobs = document.get("jobs", {})
+    if not isinstance(jobs, dict):
+        line = positions.line_of(("jobs",))
+        diagnostics.append(Diagnostic(filename, line, f"jobs: expected [jobs.<id>] tables, got {show(jobs)}"))
+        return {}
+    tables: dict[str, Mapping[str, Any]] = {}
+    for job_id, table in jobs.items():
+        if isinstance(table, dict):
+            tables[job_id] = table
+            continue
+        kind = (
+            "an array of tables; write [jobs.<id>], not [[jobs.<id>]]"
+            if isinstance(table, list)
+            else show(table)
+        )
+        line = positions.line_of(("jobs", job_id))
+        diagnostics.append(
+            Diagnostic(filename, line, f"{render_path(('jobs', job_id))}: expected a table, got {kind}")
+        )
+    return tables
+
+
+def _build_job(
+    job_id: str,
+    table: Mapping[str, Any],
+    file: str,
+    line_of: LineOf,
+    now: datetime,
+    diagnostics: list[Diagnostic],
+) -> Job | None:
+    before = len(diagnostics)
+
+    def report(path: tuple[str | int, ...], message: str, blame: tuple[str | int, ...] | None = None) -> None:
+        where = line_of(path if blame is None else blame)
+        diagnostics.append(Diagnostic(file, where, f"{render_path(('jobs', job_id, *path))}: {message}"))
+
+    try:
+        problem = keys.check_id(job_id)
+        if problem:
+            report((), problem)
+        values = keys.check_table(table, report)
+        keys.check_together(values, table, report, now)
+    except RecursionError:
+        report((), "nested too deeply")
+    if len(diagnostics) > before:
+        return None
+    return Job(id=job_id, **values)
+
+
+# ---------------------------------------------------------------------------------------------- dumping
+
+_DEFAULTS = {f.name: f.default for f in fields(Job) if f.name != "id"}
+
+
+def _job_table(job: Job) -> dict[str, Any]:
+    table: dict[str, Any] = {}
+    for name, default in _DEFAULTS.items():
+        value = getattr(job, name)
+        if name not in keys.REQUIRED and (value == default or (isinstance(value, Mapping) and not value)):
+            continue
+        if name == "max_catch_up" and job.catch_up is not CatchUp.ALL:
+            continue
+        table[name] = _dump_value(name, value)
+    if "dst" in table and not table["dst"]:
+        del table["dst"]  # an empty policy is cron's rule, which is also what a missing key means
+    return table
+
+
+def _dump_value(name: str, value: Any) -> Any:
+    if name in keys.DURATIONS:
+        spelled = format_duration(value)
+        try:
+            return spelled if parse_duration(spelled) == value else value
+        except ValueError:
+            return value
+    if isinstance(value, DstPolicy):
+        return {k: str(v) for k, v in (("gap", value.gap), ("overlap", value.overlap)) if v is not None}
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):  # StrEnum members included
+        return str(value)
+    return value

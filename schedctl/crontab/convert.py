@@ -1,0 +1,169 @@
+"""Crontab entries -> Jobs: ids, an explicit zone and catch-up policy for each, checked like any TOML job.
+
+Nothing is guessed: the zone is the CRON_TZ above the line or ``--timezone``, never the host's; the catch-up
+policy is ``--catch-up``. When either is missing for any job, no job is made and ``missing`` says which jobs
+need what, and which flag supplies it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from schedctl.crontab.diagnostics import error, one_line, warning
+from schedctl.crontab.ids import dedupe, derive_id
+from schedctl.crontab.parse import Entry
+from schedctl.errors import ConfigError, Diagnostic, UsageError
+from schedctl.job import CatchUp, Job
+
+# Lines that look after the host itself: on schedctl they would run on whichever worker claims them.
+_HOST_MAINTENANCE = re.compile(
+    r"\b(run-parts(?:\s+\S+)*?\s+/etc/cron\.\w+|run-parts|anacron|logrotate|debian-sa1|sa[12]|sessionclean"
+    r"|e2scrub\w*|popularity-contest|updatedb|mandb|man-db|unattended-upgrades?|apt-get|fstrim|ntpdate)\b"
+)
+_VALID_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}\Z")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    timezone: str | None = None
+    catch_up: str | None = None
+    max_catch_up: int | None = None
+
+
+@dataclass
+class Conversion:
+    jobs: list[Job] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # one line per thing missing; empty when complete
+    entries: dict[str, Entry] = field(default_factory=dict)  # id -> the line it came from
+
+
+def check_options(options: ImportOptions) -> None:
+    """Flags that contradict each other, or a zone that does not exist: a usage error before any reading."""
+    from schedctl.cron import validate_zone
+    from schedctl.errors import SchedctlError
+
+    if options.timezone is not None:
+        try:
+            validate_zone(options.timezone)
+        except SchedctlError as exc:
+            raise UsageError(f"--timezone: {exc}") from None
+    if options.max_catch_up is not None and options.catch_up != CatchUp.ALL:
+        raise UsageError("--max-catch-up only means something with --catch-up all")
+    if options.max_catch_up is not None and not 1 <= options.max_catch_up <= 1_000_000:
+        raise UsageError("--max-catch-up must be from 1 to 1000000")
+
+
+def assign_ids(entries: Sequence[Entry], taken: Mapping[str, Job] | None = None) -> list[str]:
+    """One id per entry. An entry equal to a job already in ``taken`` gets that job's id (so --merge sees it
+    is there); a ``# schedctl: id=`` hint is honoured; other ids derive from the command."""
+    taken = taken or {}
+    wanted = []
+    for entry in entries:
+        hint = entry.id_hint if entry.id_hint and _VALID_ID.match(entry.id_hint) else None
+        wanted.append(hint or derive_id(entry.command))
+    ids: list[str | None] = [None] * len(entries)
+    for index, (entry, base) in enumerate(zip(entries, wanted, strict=True)):
+        for candidate in _candidates(base, taken):
+            if _same_job(taken[candidate], entry) and candidate not in ids:
+                ids[index] = candidate
+                break
+    free = dedupe([b for b, i in zip(wanted, ids, strict=True) if i is None], taken=[*taken, *filter(None, ids)])
+    fresh = iter(free)
+    return [i if i is not None else next(fresh) for i in ids]
+
+
+def _candidates(base: str, taken: Mapping[str, Job]) -> list[str]:
+    out = [base] if base in taken else []
+    n = 2
+    while f"{base}-{n}" in taken:
+        out.append(f"{base}-{n}")
+        n += 1
+    return out
+
+
+def _same_job(job: Job, entry: Entry) -> bool:
+    return (job.schedule, job.command, job.user, job.stdin) == (entry.schedule, entry.command, entry.user, entry.stdin)
+
+
+def convert(
+    entries: Sequence[Entry], options: ImportOptions, now: datetime, taken: Mapping[str, Job] | None = None
+) -> Conversion:
+    result = Conversion()
+    ids = assign_ids(entries, taken)
+    result.entries = dict(zip(ids, entries, strict=True))
+    result.missing = _missing(result.entries, options)
+    for job_id, entry in result.entries.items():
+        _warn_host_maintenance(entry, result)
+    if result.missing:
+        return result
+    for job_id, entry in result.entries.items():
+        job = _build(job_id, entry, options, now, result)
+        if job is not None:
+            result.jobs.append(job)
+    return result
+
+
+def _missing(entries: Mapping[str, Entry], options: ImportOptions) -> list[str]:
+    out = []
+    no_zone = [(i, e) for i, e in entries.items() if e.cron_tz is None] if options.timezone is None else []
+    if no_zone:
+        named = _name_jobs(no_zone, len(entries))
+        out.append(f"no timezone for {named} (no CRON_TZ above them): pass --timezone ZONE, e.g. "
+                   "--timezone Europe/London (the host's zone is never used)")
+    if options.catch_up is None and entries:
+        out.append(f"no catch-up policy for {_name_jobs(list(entries.items()), len(entries))}: pass "
+                   "--catch-up skip|latest|all (all needs --max-catch-up N); change single jobs in the TOML after")
+    elif options.catch_up == CatchUp.ALL and options.max_catch_up is None and entries:
+        out.append(f"--catch-up all needs --max-catch-up N for {_name_jobs(list(entries.items()), len(entries))}: "
+                   "the most missed ticks to run after downtime before refusing")
+    return out
+
+
+def _name_jobs(jobs: list[tuple[str, Entry]], total: int, limit: int = 8) -> str:
+    if len(jobs) == total and total > limit:
+        return f"all {total} jobs"
+    shown = ", ".join(f"{i} ({e.source})" for i, e in jobs[:limit])
+    more = f" and {len(jobs) - limit} more" if len(jobs) > limit else ""
+    return f"{'job' if len(jobs) == 1 else 'jobs'} {shown}{more}"
+
+
+def _warn_host_maintenance(entry: Entry, result: Conversion) -> None:
+    match = _HOST_MAINTENANCE.search(entry.command)
+    if match:
+        what = " ".join(match.group(1).split())
+        result.diagnostics.append(warning(entry.file, entry.line, one_line(
+            f"host maintenance ({what}): imported, but under schedctl it runs on whichever worker claims it, "
+            "not on this host; remove it from the TOML unless that is what you want")))
+
+
+def _build(job_id: str, entry: Entry, options: ImportOptions, now: datetime, result: Conversion) -> Job | None:
+    from schedctl.config import job_from_mapping
+
+    try:
+        return job_from_mapping(job_id, _table(entry, options), entry.file, lambda _path: entry.line, now)
+    except ConfigError as exc:
+        for d in exc.diagnostics:
+            result.diagnostics.append(error(entry.file, entry.line, one_line(d.message)))
+        return None
+
+
+def _table(entry: Entry, options: ImportOptions) -> dict[str, Any]:
+    table: dict[str, Any] = {
+        "schedule": entry.schedule,
+        "timezone": entry.cron_tz or options.timezone,
+        "catch_up": options.catch_up,
+        "command": entry.command,
+        "source": entry.source,
+    }
+    if options.catch_up == CatchUp.ALL:
+        table["max_catch_up"] = options.max_catch_up
+    optional = {"env": dict(entry.env) or None, "stdin": entry.stdin, "user": entry.user,
+                "description": entry.description,
+                "jitter": f"{entry.random_delay}m" if entry.random_delay else None}
+    table.update({k: v for k, v in optional.items() if v is not None})
+    return table

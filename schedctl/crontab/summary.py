@@ -1,0 +1,75 @@
+"""What the import summary shows: each job in plain English, and what DST does to it in the next 12 months."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from schedctl.job import Job
+
+HORIZON = timedelta(days=365)
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    schedule: str
+    description: str
+    zone: str
+    policy: str
+    source: str
+    dst: str  # "" when no fire of the next 12 months is moved or deduplicated
+
+
+def rows(jobs: Iterable[Job], now: datetime) -> list[Row]:
+    return [_row(job, now) for job in jobs]
+
+
+def notes(jobs: list[Job], skipped_reboot: int) -> list[str]:
+    out = []
+    mailed = [j.id for j in jobs if j.env.get("MAILTO", None) != ""]
+    if mailed:
+        out.append(
+            "schedctl sends no mail. cron mailed the output of "
+            f"{len(mailed)} of these jobs (to MAILTO, or to the crontab's owner when MAILTO is unset); MAILTO "
+            "stays in each job's env: use on_failure (e.g. on_failure = \"mail -s failed $MAILTO\") to be told."
+        )
+    if skipped_reboot:
+        out.append(f"{skipped_reboot} @reboot line{'s were' if skipped_reboot != 1 else ' was'} left out: "
+                   "schedctl runs jobs at times, not at boot.")
+    return out
+
+
+def _row(job: Job, now: datetime) -> Row:
+    from schedctl.cron import schedule_for
+
+    policy = str(job.catch_up) + (f" (max {job.max_catch_up})" if job.max_catch_up else "")
+    try:
+        schedule = schedule_for(job.schedule, job.timezone, job.dst)
+        description, dst = schedule.describe(), _dst_note(schedule, now)
+    except Exception as exc:  # noqa: BLE001 - a summary must never hide the import's result
+        description, dst = f"({type(exc).__name__})", ""
+    return Row(job.id, job.schedule, description, job.timezone, policy, job.source or "-", dst)
+
+
+def _dst_note(schedule: object, now: datetime) -> str:
+    from schedctl.cron import Schedule, dst_adjusted_fires
+
+    assert isinstance(schedule, Schedule)
+    fires = dst_adjusted_fires(schedule, now, now + HORIZON)
+    by_day: dict[str, list[str]] = {}
+    for fire in fires:
+        day = fire.local.strftime("%Y-%m-%d")
+        if fire.gap_moved:
+            text = f"moved to {fire.local:%H:%M} (clocks go forward)"
+        elif fire.overlap == "last" or (fire.overlap == "first" and schedule.wildcard):
+            text = "repeated hour runs twice (clocks go back)"
+        else:
+            text = f"{fire.local:%H:%M} runs once, not twice (clocks go back)"
+        if text not in by_day.setdefault(day, []):
+            by_day[day].append(text)
+    parts = [f"{day}: {', '.join(texts)}" for day, texts in sorted(by_day.items())]
+    if parts and schedule.wildcard:
+        parts.append("skipped wall times do not fire")
+    return "; ".join(parts)

@@ -1,0 +1,361 @@
+"""Run one command the way cron would: its own process group, a clean environment, a bounded output tail.
+
+The worker's own environment holds the database URL, so a job never inherits it: the job gets cron's few
+variables, the ``pass_env`` names it asked for, its own ``env``, and the ``SCHEDCTL_*`` contract.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pwd
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("schedctl.executor")
+
+DEFAULT_PATH = "/usr/bin:/bin"  # cron's default PATH
+DEFAULT_SHELL = "/bin/sh"  # cron runs commands with /bin/sh unless the crontab sets SHELL
+PIPE_HELD_GRACE = 1.0  # seconds a finished job's leftover children may keep its output pipe open
+_READ_CHUNK = 65536
+
+_NO_CHECKPOINT = object()
+
+
+def iso_utc(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    job_id: str
+    scheduled_for: datetime
+    attempt: int
+
+    @property
+    def log_extra(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "scheduled_for": iso_utc(self.scheduled_for), "attempt": self.attempt}
+
+
+class OutputTail:
+    """The last ``limit`` bytes of a stream, in bounded memory however much the job prints."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(0, limit)
+        self._buf = bytearray()
+        self._lock = threading.Lock()
+
+    def feed(self, data: bytes) -> None:
+        with self._lock:
+            self._buf += data
+            if len(self._buf) > 2 * self.limit + _READ_CHUNK:
+                del self._buf[: len(self._buf) - self.limit]
+
+    def text(self) -> str:
+        with self._lock:
+            data = bytes(self._buf[-self.limit :]) if self.limit else b""
+        return data.decode("utf-8", errors="replace")
+
+
+def job_environment(
+    snapshot: Mapping[str, Any],
+    run: RunIdentity,
+    account: pwd.struct_passwd,
+    checkpoint: Any,
+    checkpoint_file: Path,
+    worker_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Cron's variables, then pass_env from the worker, then the job's env, then the SCHEDCTL_* contract."""
+    source = os.environ if worker_env is None else worker_env
+    env = {
+        "HOME": account.pw_dir,
+        "LOGNAME": account.pw_name,
+        "USER": account.pw_name,
+        "SHELL": DEFAULT_SHELL,
+        "PATH": DEFAULT_PATH,
+    }
+    for name in snapshot.get("pass_env") or ():
+        if name in source:
+            env[name] = source[name]
+    env.update({str(k): str(v) for k, v in (snapshot.get("env") or {}).items()})
+    env["SCHEDCTL_JOB_ID"] = run.job_id
+    env["SCHEDCTL_SCHEDULED_FOR"] = iso_utc(run.scheduled_for)
+    env["SCHEDCTL_ATTEMPT"] = str(run.attempt)
+    env["SCHEDCTL_CHECKPOINT_FILE"] = str(checkpoint_file)
+    if checkpoint is not None:
+        env["SCHEDCTL_CHECKPOINT"] = json.dumps(checkpoint, separators=(",", ":"))
+    return env
+
+
+def command_argv(command: str | list[str], env: Mapping[str, str]) -> list[str]:
+    """A string goes to the job's shell with -c, like a crontab line; a list runs as it is, no shell."""
+    if isinstance(command, str):
+        return [env.get("SHELL") or DEFAULT_SHELL, "-c", command]
+    return [str(part) for part in command]
+
+
+def account_for(user: str | None, switch: bool) -> pwd.struct_passwd:
+    """The account the job runs as: its ``user`` when the worker may switch to it, else the worker's own."""
+    if switch and user:
+        return pwd.getpwnam(user)
+    return pwd.getpwuid(os.getuid())
+
+
+class Execution:
+    """One running copy of a run's command.
+
+    ``stop(reason)`` sends SIGTERM to the whole process group and ``enforce()`` follows with SIGKILL once
+    the grace period is over; the loop calls ``enforce()`` every turn, which also applies the timeout.
+    """
+
+    def __init__(
+        self,
+        run: RunIdentity,
+        snapshot: Mapping[str, Any],
+        checkpoint: Any,
+        checkpoint_file: Path,
+        *,
+        tail_bytes: int = 8192,
+        run_as_job_user: bool = False,
+        on_exit: Callable[[], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.run = run
+        self.snapshot = snapshot
+        self.checkpoint_file = checkpoint_file
+        self.tail = OutputTail(tail_bytes)
+        self.grace_period = float(snapshot.get("grace_period") or 0.0)
+        timeout = snapshot.get("timeout")
+        self._monotonic = monotonic
+        self.started = monotonic()
+        self.deadline = None if timeout is None else self.started + float(timeout)
+        self.stop_reason: str | None = None  # "timeout" | "cancelled" | "lost" | "shutdown"
+        self.kill_at: float | None = None
+        self.killed = False
+        self.start_error: str | None = None
+        self._on_exit = on_exit
+        self._exited_at: float | None = None
+        self._done = threading.Event()
+        self._saved_checkpoint_text = _checkpoint_text(checkpoint)
+        self._checkpoint_mtime: int | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._spawn(checkpoint, run_as_job_user)
+
+    # -- start -------------------------------------------------------------------------------------------
+    def _spawn(self, checkpoint: Any, run_as_job_user: bool) -> None:
+        user = self.snapshot.get("user")
+        switch = bool(run_as_job_user and user and os.geteuid() == 0)
+        try:
+            account = account_for(user, switch)
+            env = job_environment(self.snapshot, self.run, account, checkpoint, self.checkpoint_file)
+            self._prepare_checkpoint_file(checkpoint, account if switch else None)
+            argv = command_argv(self.snapshot["command"], env)
+            cwd = self.snapshot.get("workdir") or (account.pw_dir if os.path.isdir(account.pw_dir) else "/")
+            stdin_text = self.snapshot.get("stdin")
+            extra: dict[str, Any] = {}
+            if switch:
+                extra = {"user": account.pw_uid, "group": account.pw_gid,
+                         "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if stdin_text else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                process_group=0,
+                close_fds=True,
+                **extra,
+            )
+        except (OSError, KeyError, ValueError, subprocess.SubprocessError) as exc:
+            self.start_error = f"cannot start the command: {exc}"
+            self._done.set()
+            if self._on_exit:
+                self._on_exit()
+            return
+        threading.Thread(target=self._pump, args=(stdin_text,), daemon=True, name="schedctl-run").start()
+
+    def _prepare_checkpoint_file(self, checkpoint: Any, owner: pwd.struct_passwd | None) -> None:
+        """Put the last checkpoint in the file too, so a shell job can simply `cat` it."""
+        folder = self.checkpoint_file.parent
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if checkpoint is not None:
+            self.checkpoint_file.write_text(self._saved_checkpoint_text or "")
+        elif self.checkpoint_file.exists():
+            self.checkpoint_file.unlink()
+        if owner is not None:
+            os.chown(folder, owner.pw_uid, owner.pw_gid)
+            if self.checkpoint_file.exists():
+                os.chown(self.checkpoint_file, owner.pw_uid, owner.pw_gid)
+        self._checkpoint_mtime = _mtime(self.checkpoint_file)
+
+    def _pump(self, stdin_text: str | None) -> None:
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
+        if stdin_text and proc.stdin is not None:
+            threading.Thread(target=_feed_stdin, args=(proc.stdin, stdin_text), daemon=True).start()
+        stream = proc.stdout
+        while True:
+            try:
+                data = stream.read1(_READ_CHUNK)
+            except (OSError, ValueError):
+                break
+            if not data:
+                break
+            self.tail.feed(data)
+        proc.wait()
+        try:
+            stream.close()
+        except OSError:
+            pass
+        self._finish()
+
+    def _finish(self) -> None:
+        if not self._done.is_set():
+            self._done.set()
+            if self._on_exit:
+                self._on_exit()
+
+    # -- state ---------------------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def done(self) -> bool:
+        """The command exited (and its output was read, unless leftover children keep the pipe open)."""
+        if self._done.is_set():
+            return True
+        if self.proc is not None and self.proc.poll() is not None:
+            now = self._monotonic()
+            if self._exited_at is None:
+                self._exited_at = now
+            elif now - self._exited_at > PIPE_HELD_GRACE:
+                self._done.set()
+                return True
+        return False
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status; a signal that killed the job is reported as 128 + its number, as a shell would."""
+        if self.proc is None or self.proc.returncode is None:
+            return None
+        code = self.proc.returncode
+        return 128 - code if code < 0 else code
+
+    def duration(self) -> float:
+        return self._monotonic() - self.started
+
+    # -- signals -------------------------------------------------------------------------------------------
+    def stop(self, reason: str, grace: float | None = None) -> None:
+        """SIGTERM to the process group now; SIGKILL when the grace period is over."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.kill_at is not None or self.done():
+            return
+        self.kill_at = self._monotonic() + (self.grace_period if grace is None else grace)
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        if not self.done():
+            self.killed = True
+            self._signal(signal.SIGKILL)
+
+    def enforce(self) -> None:
+        now = self._monotonic()
+        if self.deadline is not None and now >= self.deadline and self.stop_reason is None:
+            log.warning("run timed out", extra={"event": "run_timeout", **self.run.log_extra})
+            self.stop("timeout")
+        if self.kill_at is not None and now >= self.kill_at and not self.killed:
+            self.kill()
+
+    def next_deadline(self) -> float | None:
+        candidates = [t for t in (self.deadline if self.stop_reason is None else None, self.kill_at) if t]
+        return min(candidates) if candidates else None
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    # -- checkpoint ----------------------------------------------------------------------------------------
+    def read_checkpoint(self) -> Any:
+        """The checkpoint the job wrote since the last call, or ``NO_CHECKPOINT`` when nothing new and valid."""
+        mtime = _mtime(self.checkpoint_file)
+        if mtime is None or mtime == self._checkpoint_mtime:
+            return _NO_CHECKPOINT
+        self._checkpoint_mtime = mtime
+        try:
+            text = self.checkpoint_file.read_text()
+            value = json.loads(text)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            log.warning(
+                "checkpoint file is not valid JSON; ignored",
+                extra={"event": "checkpoint_invalid", "error": str(exc), **self.run.log_extra},
+            )
+            return _NO_CHECKPOINT
+        canonical = _checkpoint_text(value)
+        if canonical == self._saved_checkpoint_text:
+            return _NO_CHECKPOINT
+        self._saved_checkpoint_text = canonical
+        return value
+
+    def reread_checkpoint(self) -> None:
+        """The last value read could not be saved: offer it again at the next read."""
+        self._checkpoint_mtime = None
+        self._saved_checkpoint_text = None
+
+    def final_checkpoint(self) -> Any:
+        """Whatever valid JSON the file holds now (saved with the outcome), or ``NO_CHECKPOINT``."""
+        try:
+            text = self.checkpoint_file.read_text()
+        except (OSError, UnicodeDecodeError):
+            return _NO_CHECKPOINT
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            log.warning(
+                "checkpoint file is not valid JSON; ignored",
+                extra={"event": "checkpoint_invalid", "error": str(exc), **self.run.log_extra},
+            )
+            return _NO_CHECKPOINT
+
+    def cleanup(self) -> None:
+        try:
+            self.checkpoint_file.unlink(missing_ok=True)
+            self.checkpoint_file.parent.rmdir()
+        except OSError:
+            pass
+
+
+NO_CHECKPOINT = _NO_CHECKPOINT
+
+
+def _checkpoint_text(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns ^ st.st_size
+
+
+def _feed_stdin(pipe: Any, text: str) -> None:
+    try:
+        pipe.write(text.encode())
+        pipe.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass

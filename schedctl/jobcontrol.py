@@ -1,0 +1,84 @@
+"""Pause and resume, recorded in the database so every replica and ``missed`` see them.
+
+A pause set here holds until ``resume``, whatever the job file says (the file's ``paused = true`` pauses too,
+independently). The scheduler dispatches nothing for a paused job and, on resume, puts the ticks paused over
+through the job's catch-up policy like any downtime.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import insert, update
+from sqlalchemy.engine import Connection
+
+from schedctl.job import Job
+from schedctl.store import Store
+from schedctl.store import history as h
+from schedctl.store.dialect import insert_ignore
+from schedctl.store.schema import job_events, job_state
+
+log = logging.getLogger("schedctl.jobcontrol")
+
+SOURCE = "schedctl pause"  # job_events.detail for pauses made here ("job file" for the file's flag)
+
+
+@dataclass(frozen=True)
+class PauseResult:
+    job_id: str
+    changed: bool  # False when it already was in the state asked for
+    paused_at: datetime | None  # the pause in force after the call (None: not paused in the database)
+    paused_by_file: bool  # the job file says paused = true (that pause is not lifted by `resume`)
+
+
+def pause(store: Store, job: Job, now: datetime) -> PauseResult:
+    """Set ``job_state.paused_at`` (creating the job's state row if no leader has seen it yet)."""
+    with store.begin() as conn:
+        _ensure_state(conn, job, now)
+        changed = conn.execute(
+            update(job_state)
+            .where(job_state.c.job_id == job.id, job_state.c.paused_at.is_(None))
+            .values(paused_at=now, updated_at=now)
+        ).rowcount
+        if changed:
+            _event(conn, job.id, "paused", now)
+        state = h.job_state_of(conn, job.id)
+    assert state is not None
+    if changed:
+        log.info("paused %s", job.id, extra={"event": "job_paused", "job_id": job.id})
+    return PauseResult(job.id, bool(changed), state.paused_at, job.paused)
+
+
+def resume(store: Store, job: Job, now: datetime) -> PauseResult:
+    """Clear ``job_state.paused_at``; a job paused in its file stays paused (the result says so)."""
+    with store.begin() as conn:
+        changed = conn.execute(
+            update(job_state)
+            .where(job_state.c.job_id == job.id, job_state.c.paused_at.is_not(None))
+            .values(paused_at=None, updated_at=now)
+        ).rowcount
+        if changed:
+            _event(conn, job.id, "resumed", now)
+    if changed:
+        log.info("resumed %s", job.id, extra={"event": "job_resumed", "job_id": job.id})
+    return PauseResult(job.id, bool(changed), None, job.paused)
+
+
+def _ensure_state(conn: Connection, job: Job, now: datetime) -> None:
+    # As a leader's first sight would: ticks count from now, so pausing a new job does not invent a backlog.
+    row = {
+        "job_id": job.id,
+        "schedule_key": job.schedule_key,
+        "defined_at": now,
+        "last_dispatched": now,
+        "paused_by_file": False,
+        "updated_at": now,
+    }
+    if insert_ignore(conn, job_state, [row]):
+        _event(conn, job.id, "defined", now, "first recorded by schedctl pause")
+
+
+def _event(conn: Connection, job_id: str, kind: str, now: datetime, detail: str = SOURCE) -> None:
+    conn.execute(insert(job_events).values(job_id=job_id, at=now, kind=kind, detail=detail))

@@ -1,0 +1,132 @@
+"""The rows of ``schedctl jobs``: each job with its next fire and, when a current database is there, its last run.
+
+It must work before any database exists, and must not create one: a SQLite URL whose file is missing is
+"no database" without opening anything (SQLite would create the file), and SQLAlchemy is imported only when a
+database is actually read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+from zoneinfo import ZoneInfo
+
+from schedctl.errors import StoreError
+from schedctl.job import Job
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job: Job
+    description: str
+    next_fire: datetime | None  # in the job's zone; None when it never fires again or is paused
+    last_run_at: datetime | None  # aware UTC scheduled_for of the last run a worker took up
+    last_run_state: str | None
+    paused_at: datetime | None  # set by `schedctl pause`, from the database
+
+    @property
+    def paused(self) -> bool:
+        return self.job.paused or self.paused_at is not None
+
+    def to_json(self) -> dict[str, Any]:
+        job = self.job
+        return {
+            "id": job.id,
+            "schedule": job.schedule,
+            "description": self.description,
+            "timezone": job.timezone,
+            "catch_up": str(job.catch_up),
+            "max_catch_up": job.max_catch_up,
+            "concurrency": str(job.concurrency),
+            "paused": self.paused,
+            "paused_at": _iso(self.paused_at),
+            "next_fire": _iso(self.next_fire),
+            "next_fire_utc": _iso(self.next_fire.astimezone(UTC) if self.next_fire else None),
+            "last_run_scheduled_for": _iso(self.last_run_at),
+            "last_run_state": self.last_run_state,
+        }
+
+
+@dataclass(frozen=True)
+class Listing:
+    rows: list[JobRow]
+    database_read: bool
+    warning: str | None  # one line for stderr when a database was there but could not be read
+
+
+def list_jobs(jobs: Mapping[str, Job], db_url: str | None, now: datetime) -> Listing:
+    """Rows sorted like ``systemctl list-timers``: by next fire, jobs that will not fire last, then by id."""
+    from schedctl.cron import schedule_for
+
+    last: dict[str, Any] = {}
+    paused: dict[str, datetime] = {}
+    read, warning = False, None
+    if jobs and db_url and database_exists(db_url):
+        try:
+            last, paused = _read_database(db_url, list(jobs))
+            read = True
+        except StoreError as exc:
+            warning = f"last runs not shown: {exc}".splitlines()[0]
+    rows = []
+    for job in jobs.values():
+        schedule = schedule_for(job.schedule, job.timezone, job.dst)
+        next_fire = None
+        if not job.paused and job.id not in paused:
+            fire = schedule.next_after(now)
+            next_fire = fire.astimezone(ZoneInfo(job.timezone)) if fire else None
+        run = last.get(job.id)
+        rows.append(
+            JobRow(
+                job=job,
+                description=schedule.describe(),
+                next_fire=next_fire,
+                last_run_at=run.scheduled_for if run else None,
+                last_run_state=run.state if run else None,
+                paused_at=paused.get(job.id),
+            )
+        )
+    rows.sort(key=lambda r: (r.next_fire is None, r.next_fire.timestamp() if r.next_fire else 0.0, r.job.id))
+    return Listing(rows=rows, database_read=read, warning=warning)
+
+
+def database_exists(url: str) -> bool:
+    """False for a SQLite URL whose file is not there (or in-memory); True for a server, which is tried."""
+    path = sqlite_path(url)
+    if path is None:
+        return True
+    return path not in ("", ":memory:") and Path(path).is_file()
+
+
+def sqlite_path(url: str) -> str | None:
+    """The file of a ``sqlite[+driver]://`` URL ("" for in-memory), None for other databases.
+
+    Parsed by hand, as SQLAlchemy's make_url would, so the "no database yet" case never imports SQLAlchemy.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.split("+")[0].lower() != "sqlite":
+        return None
+    rest = rest.split("?", 1)[0]
+    if not rest.startswith("/"):
+        return ""  # sqlite:// is an in-memory database
+    return unquote(rest[1:])
+
+
+def _read_database(db_url: str, job_ids: list[str]) -> tuple[dict[str, Any], dict[str, datetime]]:
+    from schedctl.store import open_store
+    from schedctl.store.listing import last_runs, paused_in_database
+    from schedctl.store.migrate import require_current
+
+    store = open_store(db_url)
+    try:
+        require_current(store)
+        return last_runs(store, job_ids), paused_in_database(store, job_ids)
+    finally:
+        store.dispose()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None

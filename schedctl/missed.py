@@ -1,0 +1,430 @@
+"""Missed ticks: the ticks of a job in a window that did not run, each with the reason the store recorded.
+
+A tick did not run when its row is ``skipped`` or when it has no row at all. A skipped row carries its own
+reason; a tick without a row is explained from the job's state and events (not yet defined, paused, refused)
+and from the lease history (no scheduler held the lease). When a leader held the lease and recorded nothing,
+the reason says exactly that instead of guessing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from sqlalchemy.engine import Connection
+
+from schedctl.durations import format_duration, parse_duration
+from schedctl.job import Job
+from schedctl.store import Store
+from schedctl.store import history as h
+
+CATCH_UP_GRACE = 60.0  # seconds; SchedulerSettings.catch_up_grace: a younger tick is late, not missed
+LOOKBACK = timedelta(days=7)  # the default window never reaches further back than this
+LEASE_NAME = "cron"  # SchedulerSettings.lease_name
+_TINY = timedelta(microseconds=1)
+
+
+class Reason(StrEnum):
+    """Why a tick did not run (``reason`` in ``missed --json``)."""
+
+    NO_LEADER = "no_leader"  # no scheduler held the lease at the tick (nor within the grace after it)
+    CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime and dropped: catch_up = "skip"
+    CATCH_UP_LATEST = (
+        "catch_up_latest"  # missed during downtime, superseded by a later one: catch_up = "latest"
+    )
+    CATCH_UP_REFUSED = "catch_up_refused"  # more missed ticks than max_catch_up; waits for `schedctl replay`
+    STARTING_DEADLINE = "starting_deadline"  # would have been dispatched later than starting_deadline allows
+    CONCURRENCY = "concurrency"  # concurrency = "forbid" and a run of the job was still active
+    PAUSED = "paused"  # the job was paused (`schedctl pause` or `paused = true` in its file)
+    NOT_DEFINED = "not_defined"  # before a scheduler first saw the job (or before its schedule changed)
+    UNEXPLAINED = "unexplained"  # a scheduler held the lease, yet nothing was recorded for the tick
+
+
+@dataclass(frozen=True)
+class MissedTick:
+    scheduled_for: datetime
+    reason_code: str
+    reason_text: str
+    row_state: str | None  # "skipped" when the tick has a row, None when it has none
+
+
+@dataclass(frozen=True)
+class MissedCount:
+    job_id: str
+    count: int
+    reasons: Mapping[str, int] = field(default_factory=dict)
+    first: datetime | None = None
+    last: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """Ticks ``after < t < until``."""
+
+    after: datetime
+    until: datetime
+
+
+# -- time formatting and parsing ---------------------------------------------------------------------------
+
+
+def clock_text(at: datetime, ref: datetime) -> str:
+    """``13:02:11`` when on the same UTC day as ``ref``, else ``2026-03-01 13:02:11`` (always UTC)."""
+    at = at.astimezone(UTC)
+    if at.date() == ref.astimezone(UTC).date():
+        return at.strftime("%H:%M:%S")
+    return at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def rfc3339(at: datetime) -> str:
+    """RFC 3339 with the offset written out (``+00:00``), as every ``--json`` in schedctl."""
+    return at.astimezone(UTC).isoformat()
+
+
+_AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
+
+
+def parse_instant(text: str, now: datetime) -> datetime:
+    """An instant as an operator types it: RFC 3339 / ISO 8601 (no offset means UTC) or a duration ago
+    (``6h``, ``2d``, ``90m ago``). Raises ValueError with a message fit for a usage error."""
+    value = text.strip()
+    if _AGO.match(value):
+        return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+# -- the lease history as covered intervals -----------------------------------------------------------------
+
+
+@dataclass
+class _Cover:
+    start: datetime
+    end: datetime
+    terms: list[h.TermRecord]  # in order of acquisition; terms[0] began this stretch of leadership
+
+    @property
+    def closer(self) -> h.TermRecord:
+        """The term whose end closed the stretch."""
+        return max(self.terms, key=lambda t: t.held_until)
+
+
+class LeaseTimeline:
+    """When some scheduler held the lease, merged over terms, to tell "no leader" from "a leader but nothing"."""
+
+    def __init__(self, terms: Iterable[h.TermRecord], now: datetime) -> None:
+        self.now = now
+        covers: list[_Cover] = []
+        for t in sorted(terms, key=lambda t: t.acquired_at):
+            if covers and t.acquired_at <= covers[-1].end:
+                covers[-1].terms.append(t)
+                covers[-1].end = max(covers[-1].end, t.held_until)
+            else:
+                covers.append(_Cover(t.acquired_at, t.held_until, [t]))
+        self.covers = covers
+        self._starts = [c.start for c in covers]
+
+    def holder_near(self, tick: datetime, grace: timedelta) -> h.TermRecord | None:
+        """The latest term held at some instant of ``[tick, tick + grace]``: that leader should have recorded
+        the tick (a leader that arrives within the grace dispatches it late, not missed)."""
+        i = bisect.bisect_right(self._starts, tick + grace) - 1
+        if i < 0 or self.covers[i].end < tick:
+            return None
+        held = [t for t in self.covers[i].terms if t.acquired_at <= tick + grace and t.held_until >= tick]
+        return held[-1] if held else None
+
+    def gap_text(self, tick: datetime) -> str:
+        """The sentence for a tick no leader held: which term ended last, and when the next began."""
+        i = bisect.bisect_right(self._starts, tick) - 1
+        before = self.covers[i].closer if i >= 0 else None
+        after = self.covers[i + 1].terms[0] if i + 1 < len(self.covers) else None
+        if before is None:
+            head = "no scheduler had held the lease"
+        else:
+            head = (
+                f"no scheduler held the lease from {clock_text(before.held_until, tick)} "
+                f"(term {before.term}, {before.holder}, ended: {self._end_reason(before)})"
+            )
+        if after is None:
+            return (
+                f"{head} and none has since" if before is not None else "no scheduler has ever held the lease"
+            )
+        return f"{head} until {clock_text(after.acquired_at, tick)} (term {after.term}, {after.holder})"
+
+    def _end_reason(self, term: h.TermRecord) -> str:
+        if term.end_reason:
+            return term.end_reason
+        return "expired" if term.expires_at <= self.now else "still held"
+
+
+# -- pauses from the journal --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Pause:
+    start: datetime
+    end: datetime | None
+    source: str
+
+
+def pause_intervals(events: Iterable[h.EventRecord], state: h.StateRecord | None) -> list[_Pause]:
+    """Intervals the job was paused, per source ("schedctl pause" or "job file"); both may overlap."""
+    open_: dict[str, datetime] = {}
+    out: list[_Pause] = []
+    for ev in events:
+        source = ev.detail or "schedctl pause"
+        if ev.kind == "paused":
+            open_.setdefault(source, ev.at)
+        elif ev.kind == "resumed":
+            # A resume that names no known source ends every pause: better to under-report than invent one.
+            for src in [source] if source in open_ else list(open_):
+                out.append(_Pause(open_.pop(src), ev.at, src))
+    if state is not None and state.paused_at is not None and "schedctl pause" not in open_:
+        open_["schedctl pause"] = state.paused_at
+    out.extend(_Pause(start, None, src) for src, start in open_.items())
+    return sorted(out, key=lambda p: p.start)
+
+
+def _paused_at(pauses: list[_Pause], tick: datetime) -> _Pause | None:
+    for p in pauses:
+        if p.start <= tick and (p.end is None or tick < p.end):
+            return p
+    return None
+
+
+def _pause_text(p: _Pause, tick: datetime) -> str:
+    how = "in its job file (paused = true)" if p.source == "job file" else f"({p.source})"
+    if p.end is None:
+        return f"the job was paused {how} since {clock_text(p.start, tick)}"
+    return f"the job was paused {how} from {clock_text(p.start, tick)} until {clock_text(p.end, tick)}"
+
+
+# -- explaining one job -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    job: Job
+    state: h.StateRecord | None
+    leases: LeaseTimeline
+    pauses: list[_Pause]
+    redefined_at: datetime | None  # defined_at came from a schedule change, not first sight
+    grace: timedelta
+
+
+def first_clause(detail: str | None) -> str:
+    """The first clause of a recorded sentence: the scheduler's own advice after it would repeat ours."""
+    return re.split(r";\s|\.\s", (detail or "").strip(), maxsplit=1)[0].strip().rstrip(".")
+
+
+def _skipped_text(ctx: _Context, row: h.RunRecord) -> str:
+    job, detail = ctx.job, first_clause(row.reason_detail)
+    code = row.reason or ""
+    # The catch-up texts say which policy decided and, below, why it had to (a pause, no leader): richer than
+    # the scheduler's generic "missed while no scheduler was dispatching".
+    if code == Reason.CATCH_UP_SKIP:
+        text = 'dropped by catch_up = "skip"'
+    elif code == Reason.CATCH_UP_LATEST:
+        text = 'superseded by a later tick (catch_up = "latest")'
+    elif code == Reason.CATCH_UP_REFUSED:
+        bound = detail or f"more missed ticks than max_catch_up = {job.max_catch_up}"
+        text = f'refused by catch_up = "all": {bound}; waiting for `schedctl replay`'
+    elif code == Reason.STARTING_DEADLINE:
+        limit = format_duration(job.starting_deadline) if job.starting_deadline is not None else None
+        text = (
+            f"past starting_deadline: {detail}"
+            if detail
+            else f"past starting_deadline ({limit or 'its limit'})"
+        )
+    elif code == Reason.CONCURRENCY:
+        text = 'skipped by concurrency = "forbid": ' + (detail or "a run of the job was still active")
+    elif code == Reason.PAUSED:
+        text = "skipped because the job was paused" + (f": {detail}" if detail else "")
+    else:
+        text = detail or f"skipped ({code or 'no reason recorded'})"
+    if code in (Reason.CATCH_UP_SKIP, Reason.CATCH_UP_LATEST, Reason.CATCH_UP_REFUSED):
+        cause = _downtime_cause(ctx, row.scheduled_for)
+        if cause:
+            text = f"{cause}; then {text}"
+    return text
+
+
+def _downtime_cause(ctx: _Context, tick: datetime) -> str | None:
+    """Why a catch-up policy had to decide about the tick at all: a pause, or no leader."""
+    pause = _paused_at(ctx.pauses, tick)
+    if pause is not None:
+        return _pause_text(pause, tick)
+    if ctx.leases.holder_near(tick, ctx.grace) is None:
+        return ctx.leases.gap_text(tick)
+    return None
+
+
+def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
+    """The reason for a tick that has no row at all."""
+    state = ctx.state
+    if state is not None and tick <= state.defined_at:
+        when = clock_text(state.defined_at, tick)
+        if ctx.redefined_at is not None:
+            return Reason.NOT_DEFINED, f"before its schedule changed at {when}; ticks count from the change"
+        return Reason.NOT_DEFINED, f"before the job was defined: a scheduler first saw it at {when}"
+    pause = _paused_at(ctx.pauses, tick)
+    if pause is not None:
+        return Reason.PAUSED, _pause_text(pause, tick)
+    term = ctx.leases.holder_near(tick, ctx.grace)
+    if term is None:
+        return Reason.NO_LEADER, ctx.leases.gap_text(tick)
+    if state is None:
+        return Reason.NOT_DEFINED, (
+            f"no scheduler has seen this job yet, though term {term.term} ({term.holder}) held the lease: "
+            "is it in the job files the scheduler reads?"
+        )
+    if state.refused_at is not None and tick + ctx.grace >= state.refused_at:
+        detail = f" ({first_clause(state.refused_detail)})" if state.refused_detail else ""
+        return Reason.CATCH_UP_REFUSED, (
+            f"catch-up was refused at {clock_text(state.refused_at, tick)}{detail}; the job dispatches nothing "
+            "until `schedctl replay`"
+        )
+    if ctx.job.paused:
+        return Reason.PAUSED, "the job file says paused = true"
+    text = f"a scheduler held the lease then (term {term.term}, {term.holder}) but recorded nothing for this tick"
+    if state.last_dispatched is not None and state.last_dispatched < tick:
+        text += f"; dispatch has not gone past {clock_text(state.last_dispatched, tick)}"
+    return Reason.UNEXPLAINED, text
+
+
+def default_window(
+    state: h.StateRecord | None, first_dispatch: datetime | None, now: datetime, grace: float = CATCH_UP_GRACE
+) -> Window:
+    """Since the job's first dispatch (or definition, or history mark), at most ``LOOKBACK`` back, until the
+    grace before now."""
+    floor = now - LOOKBACK
+    starts = [floor]
+    if state is not None:
+        starts.append(state.defined_at)
+    elif first_dispatch is not None:
+        starts.append(first_dispatch - _TINY)  # the first dispatched tick itself is in the window
+    if state is not None and state.history_start is not None:
+        starts.append(state.history_start - _TINY)
+    return Window(after=max(starts), until=now - timedelta(seconds=grace))
+
+
+def resolve_window(
+    state: h.StateRecord | None,
+    first_dispatch: datetime | None,
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    grace: float = CATCH_UP_GRACE,
+) -> Window:
+    """The window a command looks at: the default, narrowed or moved by ``--since`` (inclusive) and ``--until``
+    (exclusive); never before the history mark, never closer to now than the grace."""
+    base = default_window(state, first_dispatch, now, grace)
+    after = base.after if since is None else since - _TINY
+    if state is not None and state.history_start is not None:
+        after = max(after, state.history_start - _TINY)
+    end = base.until if until is None else min(until, base.until)
+    return Window(after=after, until=end)
+
+
+def _fires(job: Job, window: Window) -> Iterator[datetime]:
+    from schedctl.cron import schedule_for
+
+    if window.until <= window.after:
+        return
+    for fire in schedule_for(job.schedule, job.timezone, job.dst).fires(window.after, window.until):
+        yield fire.utc
+
+
+def missed(
+    store: Store,
+    job: Job,
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    *,
+    grace: float = CATCH_UP_GRACE,
+    lease_name: str = LEASE_NAME,
+) -> list[MissedTick]:
+    """The job's ticks in the window that did not run, oldest first, each with its reason."""
+    with store.connect() as conn:
+        return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name)
+
+
+def missed_on(
+    conn: Connection,
+    job: Job,
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    *,
+    grace: float = CATCH_UP_GRACE,
+    lease_name: str = LEASE_NAME,
+) -> list[MissedTick]:
+    """``missed`` on an open connection (replay reads the plan and writes it in one place)."""
+    state = h.job_state_of(conn, job.id)
+    first = h.earliest_run_at(conn, job.id) if state is None else None
+    window = resolve_window(state, first, since, until, now, grace)
+    if window.until <= window.after:
+        return []
+    rows = {r.scheduled_for: r for r in h.runs_between(conn, job.id, window.after, window.until)}
+    terms = h.terms_between(conn, lease_name, window.after, window.until + timedelta(seconds=grace))
+    events = h.events_of(conn, job.id, ("paused", "resumed", "schedule_changed"), until=now)
+    redefined = any(e.kind == "schedule_changed" and state and e.at == state.defined_at for e in events)
+    ctx = _Context(
+        job=job,
+        state=state,
+        leases=LeaseTimeline(terms, now),
+        pauses=pause_intervals((e for e in events if e.kind != "schedule_changed"), state),
+        redefined_at=state.defined_at if redefined and state else None,
+        grace=timedelta(seconds=grace),
+    )
+    out: list[MissedTick] = []
+    ticks = set(_fires(job, window))
+    # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
+    ticks.update(t for t, r in rows.items() if r.state == "skipped")
+    for tick in sorted(ticks):
+        row = rows.get(tick)
+        if row is None:
+            code, text = _unrecorded(ctx, tick)
+            out.append(MissedTick(tick, str(code), text, None))
+        elif row.state == "skipped":
+            out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
+    return out
+
+
+def missed_counts(
+    store: Store,
+    jobs: Mapping[str, Job] | Iterable[Job],
+    now: datetime,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    *,
+    grace: float = CATCH_UP_GRACE,
+    lease_name: str = LEASE_NAME,
+) -> list[MissedCount]:
+    """One count per job (each over its own window), in job id order."""
+    items = list(jobs.values()) if isinstance(jobs, Mapping) else list(jobs)
+    out: list[MissedCount] = []
+    with store.connect() as conn:
+        for job in sorted(items, key=lambda j: j.id):
+            ticks = missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name)
+            out.append(
+                MissedCount(
+                    job_id=job.id,
+                    count=len(ticks),
+                    reasons=dict(Counter(t.reason_code for t in ticks)),
+                    first=ticks[0].scheduled_for if ticks else None,
+                    last=ticks[-1].scheduled_for if ticks else None,
+                )
+            )
+    return out

@@ -1,0 +1,111 @@
+"""Queue depth and the age of the oldest waiting run, sampled from the database into two gauges.
+
+Sampled by the service on a timer rather than on scrape: a scrape must never wait for (or load) the database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from sqlalchemy import and_, func, or_, select
+
+from schedctl.observability import metrics
+from schedctl.store.dialect import db_now
+from schedctl.store.schema import job_runs
+from schedctl.store.types import UTCDateTime
+
+if TYPE_CHECKING:
+    from schedctl.store import Store
+
+
+def sample_queue(store: Store) -> tuple[int, float]:
+    """Set schedctl_queue_depth and schedctl_oldest_queued_age_seconds; returns (depth, age_seconds).
+
+    A run counts once it is due: queued with not_before unset or passed, by the database's clock (the same
+    rule the worker claims by), so a retry waiting out its backoff is not "stuck".
+    """
+    with store.connect() as conn:
+        now: datetime = conn.execute(select(db_now())).scalar_one()
+        due = and_(
+            job_runs.c.state == "queued",
+            or_(job_runs.c.not_before.is_(None), job_runs.c.not_before <= now),
+        )
+        waiting_since = func.coalesce(job_runs.c.not_before, job_runs.c.scheduled_for, type_=UTCDateTime())
+        depth, oldest = conn.execute(
+            select(func.count(), func.min(waiting_since, type_=UTCDateTime())).where(due)
+        ).one()
+    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    metrics.QUEUE_DEPTH.set(depth)
+    metrics.OLDEST_QUEUED_AGE.set(age)
+    return int(depth), age
+
+
+def sample_last_success(store: Store) -> int:
+    """Set schedctl_last_success_timestamp_seconds for every job from the database; returns how many jobs.
+
+    The worker sets the gauge when a run succeeds, but only for runs it ran itself, and a restarted process
+    starts empty: an alert on ``time() - schedctl_last_success_timestamp_seconds`` would then see nothing
+    until each job's next success. Call this at start-up and then every few minutes (it is a GROUP BY over
+    job_runs, whose kept history is small: pruning keeps the last few succeeded runs per job, so the
+    newest success is never pruned).
+    """
+    query = (
+        select(job_runs.c.job_id, func.max(job_runs.c.finished_at, type_=UTCDateTime()))
+        .where(job_runs.c.state == "succeeded", job_runs.c.finished_at.is_not(None))
+        .group_by(job_runs.c.job_id)
+    )
+    with store.connect() as conn:
+        rows = conn.execute(query).all()
+    for job_id, finished_at in rows:
+        if finished_at is not None:
+            gauge = metrics.LAST_SUCCESS.labels(job_id=job_id)
+            # Never move it backwards: this process may have seen a newer success than the last sample.
+            current = metrics.REGISTRY.get_sample_value(
+                "schedctl_last_success_timestamp_seconds", {"job_id": job_id}
+            )
+            gauge.set(max(finished_at.timestamp(), current or 0.0))
+    return len(rows)
+
+
+QUEUE_SAMPLE_INTERVAL = 15.0
+LAST_SUCCESS_SAMPLE_INTERVAL = 300.0
+
+
+def start_sampler(
+    store: Store,
+    stopping: threading.Event,
+    interval: float = QUEUE_SAMPLE_INTERVAL,
+    last_success_interval: float = LAST_SUCCESS_SAMPLE_INTERVAL,
+) -> threading.Thread:
+    """Sample the queue every ``interval`` s and last successes every ``last_success_interval`` s, in a daemon
+    thread, until ``stopping`` is set. Database errors are logged once per outage and never stop the thread:
+    the gauges keep their last values while the database is away.
+    """
+    thread = threading.Thread(
+        target=_sample_forever,
+        args=(store, stopping, interval, last_success_interval),
+        name="schedctl-metrics-sampler",
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
+def _sample_forever(store: Store, stopping: threading.Event, interval: float, last_success_interval: float) -> None:
+    failing = False
+    next_last_success = 0.0
+    while not stopping.is_set():
+        try:
+            sample_queue(store)
+            if time.monotonic() >= next_last_success:
+                sample_last_success(store)
+                next_last_success = time.monotonic() + last_success_interval
+            if failing:
+                log.info("queue metrics sampled again", extra={"event": "metrics_sample_recovered"})
+            failing = False
+        except Exception as exc:  # a sampler must never take the process down
+            if not failing:
+                log.warning("cannot sample queue metrics: %s", exc, extra={"event": "metrics_sample_failed"})
+            failing = True
+        stopping.wait(interval)

@@ -1,0 +1,232 @@
+"""What to do with each tick: pure functions of a job, its persisted state, its schedule and ``now``.
+
+Nothing here reads a clock or a database. The scheduler loop hands in ``now`` (the database's clock, as the
+leader tracks it) and the ticks come from the persisted last dispatched tick, never from "now", so a new
+leader after a failover or an outage can name every tick it has to decide about.
+
+Vocabulary:
+- a tick is *late* when it is at most ``grace`` old: it is dispatched normally (a failover loses nothing);
+- a tick is *missed* when it is older than that: it goes through the job's ``catch_up`` policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import islice
+from typing import Protocol
+
+from schedctl.job import CatchUp, Job, RunState, SkipReason
+
+# Kubernetes stops a CronJob after 100 missed start times; the same bound when a job does not set one.
+DEFAULT_MAX_CATCH_UP = 100
+# At most this many skipped rows per job per pass (the newest): a year of downtime of an every-second job
+# must not write 31 million rows; `missed` explains the older ones from the lease history.
+MAX_SKIPPED_ROWS = 1000
+
+
+class Schedule(Protocol):
+    def next_after(self, after: datetime) -> datetime | None: ...
+
+    def fires(self, after: datetime, until: datetime | None = None) -> Iterator[object]: ...
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One row the scheduler writes to ``job_runs``."""
+
+    job_id: str
+    scheduled_for: datetime
+    state: RunState  # QUEUED or SKIPPED
+    reason: SkipReason | None = None
+    detail: str | None = None
+    not_before: datetime | None = None
+    catch_up: bool = False  # a missed tick queued by catch_up = "all": never skipped for concurrency
+
+    @property
+    def queued(self) -> bool:
+        return self.state is RunState.QUEUED
+
+
+@dataclass(frozen=True)
+class Window:
+    """The ticks of one schedule in ``(after, until)``, split at ``now - grace``.
+
+    ``missed`` holds at most ``keep`` of the missed ticks, the newest, ascending; ``missed_more`` says older
+    missed ticks exist beyond them. ``late`` holds every tick younger than the grace.
+    """
+
+    after: datetime
+    missed: tuple[datetime, ...]
+    missed_more: bool
+    late: tuple[datetime, ...]
+
+
+@dataclass(frozen=True)
+class CatchUpPlan:
+    ticks: tuple[Tick, ...]  # in scheduled order
+    last_dispatched: datetime | None  # the newest tick decided about; None = leave job_state as it is
+    refused: str | None = None  # set when catch_up = "all" refused: the sentence for job_state.refused_detail
+
+
+def utc_ticks(fires: Iterator[object]) -> Iterator[datetime]:
+    """``Schedule.fires`` yields ``Fire`` objects (with ``.utc``); plain datetimes are accepted for tests."""
+    for fire in fires:
+        yield fire if isinstance(fire, datetime) else fire.utc  # type: ignore[attr-defined]
+
+
+def window(
+    schedule: Schedule,
+    after: datetime,
+    until: datetime,
+    now: datetime,
+    grace: float,
+    keep: int = MAX_SKIPPED_ROWS,
+) -> Window:
+    """Ticks strictly after ``after`` and strictly before ``until``, without enumerating a year of them."""
+    cutoff = min(now - timedelta(seconds=grace), until)
+    late_from = max(after, cutoff - _TINY)
+    late = tuple(utc_ticks(schedule.fires(late_from, until))) if late_from < until else ()
+    late = tuple(t for t in late if t > after and t >= cutoff)
+    if cutoff <= after:
+        return Window(after, (), False, late)
+    missed, more = newest_fires(schedule, after, cutoff, keep)
+    return Window(after, missed, more, late)
+
+
+_TINY = timedelta(microseconds=1)
+
+
+def newest_fires(schedule: Schedule, after: datetime, before: datetime, keep: int) -> tuple[tuple[datetime, ...], bool]:
+    """The newest ``keep`` fires in ``(after, before)``, ascending, and whether older ones exist.
+
+    Searches backwards from ``before`` with a doubling window, so the cost is about ``keep`` evaluations
+    (times a logarithm), whatever the length of the outage.
+    """
+    first = list(islice(utc_ticks(schedule.fires(after, before)), keep + 1))
+    if len(first) <= keep:
+        return tuple(first), False
+    # Bisect the look-back span between "too few" and "too many": cron fires at most once a second, so
+    # the bounds meet at a window holding between keep and cap fires.
+    few, many = timedelta(0), None
+    span = max(first[-1] - after, timedelta(seconds=1))
+    cap = keep * 3
+    while True:
+        lo = max(after, before - span)
+        found = list(islice(utc_ticks(schedule.fires(lo, before)), cap + 1))
+        if len(found) > cap:
+            many = span
+        elif len(found) >= keep:
+            return tuple(found[-keep:]), True
+        else:
+            few = span
+        span = span * 2 if many is None else (few + many) / 2
+
+
+def forward_fires(schedule: Schedule, after: datetime, before: datetime, limit: int) -> list[datetime]:
+    """Up to ``limit`` fires in ``(after, before)``, oldest first."""
+    return list(islice(utc_ticks(schedule.fires(after, before)), limit))
+
+
+def jitter_offset(job_id: str, tick: datetime, jitter: float | None) -> float:
+    """A delay in ``[0, jitter)`` from a hash of the job and the tick: every leader computes the same one."""
+    if not jitter:
+        return 0.0
+    digest = hashlib.blake2b(f"{job_id}\x00{tick.isoformat()}".encode(), digest_size=8).digest()
+    fraction = int.from_bytes(digest, "big") / 2**64
+    return round(fraction * jitter, 6)
+
+
+def not_before(job: Job, tick: datetime) -> datetime | None:
+    offset = jitter_offset(job.id, tick, job.jitter)
+    return tick + timedelta(seconds=offset) if offset else None
+
+
+def decide(job: Job, tick: datetime, now: datetime, catch_up: bool = False) -> Tick:
+    """A tick to queue, unless dispatching it now would break the job's starting deadline."""
+    nb = not_before(job, tick)
+    due = nb or tick
+    if job.starting_deadline is not None and (now - due).total_seconds() > job.starting_deadline:
+        late_by = (now - due).total_seconds()
+        return Tick(
+            job.id,
+            tick,
+            RunState.SKIPPED,
+            SkipReason.STARTING_DEADLINE,
+            f"dispatch would have been {late_by:.1f}s after the tick, past the starting deadline of "
+            f"{job.starting_deadline:g}s",
+        )
+    return Tick(job.id, tick, RunState.QUEUED, not_before=nb, catch_up=catch_up)
+
+
+def skipped(job: Job, tick: datetime, reason: SkipReason, detail: str) -> Tick:
+    return Tick(job.id, tick, RunState.SKIPPED, reason, detail)
+
+
+def plan_catch_up(job: Job, win: Window, now: datetime, schedule: Schedule | None = None) -> CatchUpPlan:
+    """Decide every tick of ``win`` for ``job`` by its catch-up policy.
+
+    ``schedule`` is needed only for catch_up = "all" when more missed ticks exist than ``win`` kept (a
+    ``max_catch_up`` above MAX_SKIPPED_ROWS).
+    """
+    if job.catch_up is CatchUp.ALL:
+        ticks, refused = _catch_up_all(job, win, now, schedule)
+    elif job.catch_up is CatchUp.LATEST:
+        ticks, refused = _catch_up_latest(job, win, now), None
+    else:
+        ticks, refused = _catch_up_skip(job, win, now), None
+    last = ticks[-1].scheduled_for if ticks else None
+    if last is None and (win.missed or win.late):
+        last = (win.late or win.missed)[-1]
+    return CatchUpPlan(tuple(ticks), last, refused)
+
+
+def _catch_up_skip(job: Job, win: Window, now: datetime) -> list[Tick]:
+    why = "missed while no scheduler was dispatching; catch_up = \"skip\""
+    ticks = [skipped(job, t, SkipReason.CATCH_UP_SKIP, why) for t in win.missed]
+    return ticks + [decide(job, t, now) for t in win.late]
+
+
+def _catch_up_latest(job: Job, win: Window, now: datetime) -> list[Tick]:
+    why = "missed while no scheduler was dispatching; superseded by a later tick (catch_up = \"latest\")"
+    if win.late or not win.missed:
+        # A tick inside the grace runs anyway, so it is the "latest": every missed one is superseded.
+        older, newest = list(win.missed), []
+    else:
+        older, newest = list(win.missed[:-1]), [decide(job, win.missed[-1], now)]
+    ticks = [skipped(job, t, SkipReason.CATCH_UP_LATEST, why) for t in older[-(MAX_SKIPPED_ROWS - 1) :]]
+    return ticks + newest + [decide(job, t, now) for t in win.late]
+
+
+def _catch_up_all(job: Job, win: Window, now: datetime, schedule: Schedule | None) -> tuple[list[Tick], str | None]:
+    bound = job.max_catch_up if job.max_catch_up is not None else DEFAULT_MAX_CATCH_UP
+    missed = list(win.missed)
+    if win.missed_more:
+        if schedule is None or bound <= len(missed):
+            count_text = f"more than {len(missed)}"
+            return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
+        cutoff = win.missed[-1] + _TINY
+        missed = forward_fires(schedule, win.after, cutoff, bound + 1)
+        if len(missed) > bound:
+            count_text = f"more than {bound}"
+            return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
+    if len(missed) > bound:
+        count_text = str(len(missed))
+        return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
+    ticks = [decide(job, t, now, catch_up=True) for t in missed]
+    return ticks + [decide(job, t, now) for t in win.late], None
+
+
+def _refusal(job: Job, bound: int, count_text: str) -> str:
+    return (
+        f"{count_text} missed ticks exceed max_catch_up = {bound}; nothing was queued. "
+        f"Run `schedctl replay {job.id}` to dispatch them"
+    )
+
+
+def _refuse(job: Job, win: Window, bound: int, count_text: str) -> list[Tick]:
+    detail = _refusal(job, bound, count_text)
+    every = [*win.missed, *win.late][-MAX_SKIPPED_ROWS:]
+    return [skipped(job, t, SkipReason.CATCH_UP_REFUSED, detail) for t in every]

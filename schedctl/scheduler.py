@@ -1,0 +1,431 @@
+"""The leader loop: keep the lease, plan, claim, and sleep until the next fire or renewal.
+
+Cost is in proportion to what is due, not to what is loaded: jobs that share (schedule, zone, DST policy)
+share one ``Schedule`` and one next-fire computation, and a heap orders those groups by next fire, so a pass
+with nothing due is one heap peek.
+
+Safety, in order of strength:
+1. the primary key of ``job_runs`` makes a second claim of a tick a no-op, whoever sends it;
+2. every write runs in a transaction that calls ``lease.fence`` first, so a deposed leader's write fails;
+3. this loop stops dispatching before its lease could have expired by its own monotonic clock.
+
+"Now" for planning is the database's clock (anchored at each renewal, carried forward by this process's
+monotonic clock), so a replica whose wall clock is minutes off dispatches the same ticks at the same
+instants as any other.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from schedctl import lease, planner
+from schedctl.clock import Clock
+from schedctl.errors import ConfigError, NotLeader, StoreError
+from schedctl.job import Job
+from schedctl.observability import health, metrics
+from schedctl.settings import SchedulerSettings
+from schedctl.store import Store
+from schedctl.store import dispatch as sql
+from schedctl.store.dispatch import Fence, JobState, StateChange
+
+log = logging.getLogger("schedctl.scheduler")
+
+BACKOFF_MIN = 0.5
+
+
+@dataclass
+class _Group:
+    """Jobs sharing one schedule: one next-fire computation for all of them."""
+
+    key: str
+    schedule: Any
+    job_ids: list[str] = field(default_factory=list)
+    next_fire: datetime | None = None
+
+
+class _Plan:
+    """What a leader knows between passes: groups in a heap by next fire, and the jobs held back."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _Group] = {}
+        self.heap: list[tuple[datetime, str]] = []
+        self.held: set[str] = set()  # paused (file or `schedctl pause`) or refused: skipped by group dispatch
+        self.db_held: set[str] = set()
+
+    def push(self, group: _Group) -> None:
+        if group.next_fire is not None:
+            heapq.heappush(self.heap, (group.next_fire, group.key))
+
+    def next_fire(self) -> datetime | None:
+        return self.heap[0][0] if self.heap else None
+
+
+class Scheduler:
+    def __init__(
+        self,
+        store: Store,
+        settings: SchedulerSettings,
+        load: Callable[[], dict[str, Job]],
+        clock: Clock,
+        jobs: dict[str, Job] | None = None,
+        db_clock: bool = True,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self._load = load
+        self._jobs = jobs
+        self._db_clock = db_clock  # False only in tests that drive a FakeClock against a real database
+        self._wake = threading.Event()
+        self._reload = False
+        self._stopping = threading.Event()
+        self._term: int | None = None  # the term we lead in; None while not leading
+        self._plan: _Plan | None = None  # None: rebuild from job_state before dispatching again
+        self._renewed_at = float("-inf")  # monotonic time at which the last successful renewal STARTED
+        self._next_renew = 0.0
+        self._anchor: tuple[datetime, float] | None = None  # (database now, monotonic) at the last renewal
+        self._db_down = False
+        self._backoff = BACKOFF_MIN
+        self._buffer: list[planner.Tick] = []
+        self._refusals: dict[str, str] = {}
+        self.passes = 0
+
+    # -- public ------------------------------------------------------------------------------------------
+    def wake(self) -> None:
+        self._wake.set()
+
+    def request_reload(self) -> None:
+        self._reload = True
+        self._wake.set()
+
+    @property
+    def leading(self) -> bool:
+        return self._term is not None
+
+    def run(self, stopping: threading.Event) -> None:
+        """Lead or stand by until ``stopping``; then finish the pass, release the lease and return."""
+        self._stopping = stopping
+        threading.Thread(target=self._watch, args=(stopping,), daemon=True, name="schedctl-scheduler-watch").start()
+        if self._jobs is None:
+            self._jobs = self._load()
+        health.register("scheduler", max(60.0, 4 * self.settings.lease_duration))
+        try:
+            while not stopping.is_set():
+                self.turn()
+                self._sleep()
+        finally:
+            self.resign()
+            health.unregister("scheduler")
+
+    def turn(self) -> None:
+        """One turn: renew if due, take over if newly leading, dispatch what is due."""
+        health.mark_turn("scheduler")
+        if self._reload:
+            self._apply_reload()
+        if self.clock.monotonic() >= self._next_renew:
+            self._renew()
+        if not self._safe():
+            return
+        try:
+            if self._plan is None:
+                self._take_over()
+            if self._plan is not None:
+                self._dispatch_due()
+        except NotLeader as exc:
+            self._lost(f"a write was fenced off: {exc}")
+        except StoreError as exc:
+            self._database_down(exc)
+        self.passes += 1
+
+    # -- time --------------------------------------------------------------------------------------------
+    def now(self) -> datetime:
+        """The planning clock: the database's now, carried forward from the last renewal by monotonic time."""
+        if not self._db_clock or self._anchor is None:
+            return self.clock.now()
+        db_at, mono_at = self._anchor
+        return db_at + timedelta(seconds=self.clock.monotonic() - mono_at)
+
+    def _margin(self) -> float:
+        return min(1.0, 0.1 * self.settings.lease_duration)
+
+    def _safe(self) -> bool:
+        """Leading, and sure by our own clock that the lease has not expired yet."""
+        if self._term is None:
+            return False
+        return self.clock.monotonic() - self._renewed_at < self.settings.lease_duration - self._margin()
+
+    def _sleep(self) -> None:
+        mono = self.clock.monotonic()
+        until = self._next_renew - mono
+        if self._safe() and self._plan is not None:
+            nxt = self._plan.next_fire()
+            if nxt is not None:
+                until = min(until, (nxt - self.now()).total_seconds())
+        if until > 0 and not self._stopping.is_set():
+            self.clock.sleep(until, wake=self._wake)
+        self._wake.clear()
+
+    def _watch(self, stopping: threading.Event) -> None:
+        stopping.wait()
+        self._wake.set()
+
+    # -- the lease ---------------------------------------------------------------------------------------
+    def _renew(self, refresh: bool = True) -> None:
+        s = self.settings
+        started = self.clock.monotonic()
+        try:
+            result = lease.acquire_or_renew(self.store, s.lease_name, s.identity, s.lease_duration)
+        except StoreError as exc:
+            metrics.LEASE_RENEWAL_FAILURES.inc()
+            self._database_down(exc)
+            return
+        finished = self.clock.monotonic()
+        if self._db_down:
+            self._db_down = False
+            self._backoff = BACKOFF_MIN
+            log.info("database reachable again", extra={"event": "db_available"})
+        self._next_renew = started + s.renew_interval
+        if not result.held:
+            metrics.LEASE_RENEWAL_FAILURES.inc()
+            if self._term is not None:
+                self._lost(f"held by {result.holder} in term {result.term}")
+            return
+        metrics.LEASE_RENEWALS.inc()
+        self._renewed_at = started
+        # The database's now is somewhere inside the round trip; the middle is the best guess.
+        self._anchor = (result.db_now, (started + finished) / 2)
+        if self._term != result.term:
+            self._became_leader(result)
+        elif self._plan is not None and refresh:
+            self._refresh_held()
+
+    def _became_leader(self, result: lease.LeaseResult) -> None:
+        self._term = result.term
+        self._plan = None
+        metrics.LEADER.set(1)
+        metrics.LEASE_TERM.set(result.term or 0)
+        log.info(
+            "became leader in term %s", result.term, extra={"event": "became_leader", "term": result.term}
+        )
+        mine = lease.tzdata_version()
+        if result.previous_tzdata and result.previous_tzdata != mine:
+            log.warning(
+                "tzdata %s here differs from %s used by the previous leader: the same wall-clock tick may fall "
+                "at a different instant",
+                mine,
+                result.previous_tzdata,
+                extra={"event": "tzdata_differs"},
+            )
+
+    def _lost(self, why: str) -> None:
+        if self._term is not None:
+            log.warning("lost the lease (%s): stopped dispatching", why, extra={"event": "lost_lease"})
+        self._term = None
+        self._plan = None
+        self._buffer.clear()
+        self._refusals.clear()
+        metrics.LEADER.set(0)
+
+    def _database_down(self, exc: StoreError) -> None:
+        if not self._db_down:
+            self._db_down = True
+            log.warning(
+                "database unavailable, stopped dispatching and retrying: %s", exc, extra={"event": "db_unavailable"}
+            )
+        if self._term is not None:
+            self._lost("database unavailable")
+        self._next_renew = self.clock.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, self.settings.renew_interval)
+
+    def resign(self) -> None:
+        if self._term is None:
+            return
+        term, self._term = self._term, None
+        metrics.LEADER.set(0)
+        try:
+            lease.release(self.store, self.settings.lease_name, self.settings.identity, term)
+        except StoreError as exc:
+            log.warning("could not release the lease: %s", exc, extra={"event": "release_failed"})
+
+    def _fence(self) -> Fence:
+        assert self._term is not None
+        return Fence(self.settings.lease_name, self.settings.identity, self._term)
+
+    # -- taking over -------------------------------------------------------------------------------------
+    def _take_over(self) -> None:
+        """Rebuild the plan from job_state: each job resumes from its persisted last dispatched tick."""
+        jobs = self._jobs or {}
+        now = self.now()
+        states = sql.load_states(self.store)
+        plan = _Plan()
+        changes: list[StateChange] = []
+        rejoin: list[tuple[Job, JobState]] = []
+        for job in jobs.values():
+            group = _group_for(plan, job, now)
+            group.job_ids.append(job.id)
+            state = states.get(job.id)
+            change = _change_for(job, state)
+            if change is not None:
+                changes.append(change)
+            if state is not None and state.held:
+                plan.db_held.add(job.id)
+            if job.paused or (state is not None and state.held):
+                plan.held.add(job.id)
+            elif state is not None and (change is None or change.kind != "schedule_changed"):
+                rejoin.append((job, state))
+        for group in plan.groups.values():
+            plan.push(group)
+        sql.record_changes(self.store, self._fence(), changes, now)
+        self._plan = plan
+        self._catch_up(rejoin, now)
+        self._flush()
+
+    def _catch_up(self, jobs: Iterable[tuple[Job, JobState]], now: datetime) -> None:
+        """Decide each job's ticks from its last dispatched tick up to its group's next fire."""
+        assert self._plan is not None
+        windows: dict[tuple[str, datetime], planner.Window] = {}
+        grace = self.settings.catch_up_grace
+        for job, state in jobs:
+            if self._plan is None:  # lost the lease while flushing
+                return
+            group = self._plan.groups[job.schedule_key]
+            after = state.last_dispatched or state.defined_at
+            until = group.next_fire or now + timedelta(microseconds=1)
+            key = (group.key, after)
+            if key not in windows:
+                windows[key] = planner.window(group.schedule, after, until, now, grace)
+            result = planner.plan_catch_up(job, windows[key], now, group.schedule)
+            if result.refused is not None:
+                self._refusals[job.id] = result.refused
+                self._plan.held.add(job.id)
+                self._plan.db_held.add(job.id)
+                log.warning(
+                    "%s: catch-up refused: %s", job.id, result.refused, extra={"event": "refused", "job_id": job.id}
+                )
+            self._add(result.ticks)
+
+    # -- dispatching -------------------------------------------------------------------------------------
+    def _dispatch_due(self) -> None:
+        plan = self._plan
+        assert plan is not None and self._jobs is not None
+        now = self.now()
+        while plan.heap and plan.heap[0][0] <= now:
+            fire, key = heapq.heappop(plan.heap)
+            group = plan.groups[key]
+            ticks = [planner.decide(self._jobs[j], fire, now) for j in group.job_ids if j not in plan.held]
+            group.next_fire = group.schedule.next_after(fire)
+            plan.push(group)
+            self._add(ticks)
+            if self._plan is None:  # lost the lease while flushing
+                return
+        self._flush()
+
+    def _add(self, ticks: list[planner.Tick] | tuple[planner.Tick, ...]) -> None:
+        self._buffer.extend(ticks)
+        while len(self._buffer) >= self.settings.batch_size and self._plan is not None:
+            self._flush(self.settings.batch_size)
+
+    def _flush(self, limit: int | None = None) -> None:
+        """Write up to ``limit`` buffered ticks in one fenced transaction, renewing first when due."""
+        if not self._buffer:
+            return
+        if self.clock.monotonic() >= self._next_renew or not self._safe():
+            self._renew(refresh=False)  # the pass yields to renewal: 100,000 due ticks must not cost the lease
+            if not self._safe():
+                self._lost("could not renew in time")
+                return
+            if self._plan is None:  # a new term began: this buffer belongs to a plan that no longer holds
+                self._buffer.clear()
+                self._refusals.clear()
+                return
+        batch = self._buffer[:limit] if limit else self._buffer[:]
+        del self._buffer[: len(batch)]
+        refusals: dict[str, str] = {}
+        if self._refusals:
+            in_batch = {t.job_id for t in batch}
+            refusals = {j: d for j, d in self._refusals.items() if j in in_batch}
+            for job_id in refusals:
+                del self._refusals[job_id]
+        assert self._jobs is not None
+        result = sql.dispatch(self.store, self._fence(), batch, self._jobs, self.now(), refusals)
+        _count(result, refusals)
+
+    # -- held jobs and reloads ---------------------------------------------------------------------------
+    def _refresh_held(self) -> None:
+        """Notice `schedctl pause/resume/replay` within a renew interval: a query of the few held rows."""
+        plan, jobs = self._plan, self._jobs or {}
+        assert plan is not None
+        try:
+            held = sql.load_held(self.store)
+        except StoreError as exc:
+            self._database_down(exc)
+            return
+        now_held = {j for j in held if j in jobs}
+        released = plan.db_held - now_held
+        plan.db_held = now_held
+        plan.held = now_held | {j for j, job in jobs.items() if job.paused}
+        back = [j for j in released if j not in plan.held and j in jobs]
+        if not back:
+            return
+        states = sql.load_states_for(self.store, back)
+        try:
+            self._catch_up(((jobs[j], states[j]) for j in back if j in states), self.now())
+        except StoreError as exc:
+            self._database_down(exc)
+
+    def _apply_reload(self) -> None:
+        self._reload = False
+        try:
+            jobs = self._load()
+        except ConfigError as exc:
+            first = exc.diagnostics[0] if exc.diagnostics else exc
+            more = f" (and {len(exc.diagnostics) - 1} more)" if len(exc.diagnostics) > 1 else ""
+            log.error("job files not reloaded, keeping the old jobs: %s%s", first, more, extra={"event": "reload_failed"})
+            return
+        except OSError as exc:
+            log.error("job files not reloaded, keeping the old jobs: %s", exc, extra={"event": "reload_failed"})
+            return
+        self._jobs = jobs
+        self._plan = None  # rebuilt from job_state, which every committed dispatch kept current
+        self._buffer.clear()
+        log.info("reloaded %d jobs", len(jobs), extra={"event": "reloaded"})
+
+
+def _group_for(plan: _Plan, job: Job, now: datetime) -> _Group:
+    group = plan.groups.get(job.schedule_key)
+    if group is None:
+        from schedctl.cron import schedule_for
+
+        schedule = schedule_for(job.schedule, job.timezone, job.dst)
+        group = _Group(job.schedule_key, schedule, next_fire=schedule.next_after(now))
+        plan.groups[job.schedule_key] = group
+    return group
+
+
+def _change_for(job: Job, state: JobState | None) -> StateChange | None:
+    if state is None:
+        return StateChange(job.id, "defined", job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key)
+    if state.schedule_key != job.schedule_key:
+        return StateChange(
+            job.id, "schedule_changed", job.schedule_key, detail=f"{state.schedule_key} -> {job.schedule_key}"
+        )
+    if job.paused != state.paused_by_file:
+        kind = "paused" if job.paused else "resumed"
+        return StateChange(job.id, kind, paused_by_file=job.paused, detail="job file")
+    return None
+
+
+def _count(result: sql.DispatchResult, refusals: dict[str, str]) -> None:
+    for job_id, n in Counter(t.job_id for t in result.queued).items():
+        metrics.TICKS_DISPATCHED.labels(job_id).inc(n)
+    for (job_id, reason), n in Counter((t.job_id, str(t.reason)) for t in result.skipped).items():
+        metrics.TICKS_MISSED.labels(job_id, reason).inc(n)
+    for job_id in refusals:
+        metrics.TICKS_REFUSED.labels(job_id).inc()

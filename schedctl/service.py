@@ -1,0 +1,276 @@
+"""`schedctl serve`: run the scheduler and/or the worker loop in one process, with signals and start-up checks.
+
+Signals (installed in the main thread; the loops run in their own threads):
+- SIGTERM / SIGINT: ``stopping`` — the scheduler finishes its pass, releases the lease and returns; the worker
+  hands its runs back. The process exits 0.
+- a second SIGTERM / SIGINT: ``killing`` — the worker stops its children now; the process exits 130.
+- SIGHUP: re-read the job files; a file that does not load keeps the old jobs and logs one error line.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from schedctl.clock import Clock, SystemClock
+from schedctl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, SchemaMismatch, StoreUnavailable
+from schedctl.job import Job, Role
+from schedctl.settings import SchedulerSettings, WorkerSettings
+
+log = logging.getLogger("schedctl.service")
+
+START_BACKOFF_MIN = 0.5
+START_BACKOFF_MAX = 10.0
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    role: Role
+    db_url: str
+    jobs_path: str | None
+    scheduler: SchedulerSettings
+    worker: WorkerSettings
+    migrate: bool = False
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    clock_skew: float = 0.0  # seconds; a testing aid that fakes a replica whose wall clock is wrong
+
+
+class _Signals:
+    """Turns signals into events; the main loop does the logging (never log inside a signal handler)."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.killing = threading.Event()
+        self.reload = threading.Event()
+        self.wake: Callable[[], None] = lambda: None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        if self.stopping.is_set():
+            self.killing.set()
+        self.stopping.set()
+        self.wake()
+
+    def _on_hup(self, signum: int, frame: FrameType | None) -> None:
+        self.reload.set()
+        self.wake()
+
+
+def serve(config: ServeConfig) -> int:
+    """Run the configured roles until a signal stops them; returns the process exit status."""
+    from schedctl.store import open_store
+
+    signals = _Signals()
+    signals.install()
+    clock: Clock = SystemClock(skew=timedelta(seconds=config.clock_skew))
+    runs_scheduler = config.role in (Role.SCHEDULER, Role.ALL)
+    runs_worker = config.role in (Role.WORKER, Role.ALL)
+
+    jobs: dict[str, Job] = {}
+    if runs_scheduler:
+        jobs = load_job_files(config.jobs_path)  # a bad file at start-up is a config error: exit 78
+        warn_writable_job_files(config.jobs_path)
+        if runs_worker:
+            warn_job_users(jobs, config.worker.run_as_job_user)
+
+    store = open_store(config.db_url)
+    log.info(
+        "schedctl serve starting: role %s, identity %s, %d jobs",
+        config.role,
+        config.scheduler.identity,
+        len(jobs),
+        extra={"event": "serve_starting"},
+    )
+    if not wait_for_schema(store, config.migrate, signals.stopping):
+        store.dispose()
+        return EXIT_OK
+    _start_metrics(config, store)
+
+    threads: list[threading.Thread] = []
+    scheduler = None
+    if runs_scheduler:
+        from schedctl.scheduler import Scheduler
+
+        path = config.jobs_path
+        scheduler = Scheduler(store, config.scheduler, lambda: load_job_files(path), clock, jobs=jobs)
+        signals.wake = scheduler.wake
+        threads.append(_thread("scheduler", lambda: scheduler.run(signals.stopping)))
+    if runs_worker:
+        from schedctl.worker import Worker
+
+        worker = Worker(store, config.worker, clock)
+        threads.append(_thread("worker", lambda: worker.run(signals.stopping, signals.killing)))
+    for thread in threads:
+        thread.start()
+    status = _supervise(threads, signals, scheduler)
+    if status != EXIT_INTERRUPTED:
+        store.dispose()
+    return status
+
+
+def _thread(name: str, target: Callable[[], None]) -> threading.Thread:
+    def body() -> None:
+        try:
+            target()
+        except Exception:
+            log.exception("the %s loop stopped on an unexpected error", name, extra={"event": "loop_crashed"})
+            raise
+
+    # Daemon: after a second signal the process must be able to exit while a loop is still stuck.
+    return threading.Thread(target=body, name=f"schedctl-{name}", daemon=True)
+
+
+def _supervise(threads: list[threading.Thread], signals: _Signals, scheduler: Any) -> int:
+    announced_stop = announced_kill = False
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.1)
+        if signals.reload.is_set():
+            signals.reload.clear()
+            if scheduler is not None:
+                log.info("SIGHUP: re-reading the job files", extra={"event": "reload_requested"})
+                scheduler.request_reload()
+        if signals.stopping.is_set() and not announced_stop:
+            announced_stop = True
+            log.info("stopping: finishing the current pass and handing work back", extra={"event": "stopping"})
+        if signals.killing.is_set() and not announced_kill:
+            announced_kill = True
+            log.warning("second signal: stopping now", extra={"event": "killing"})
+            for t in threads:
+                t.join(timeout=5.0 if t.name == "schedctl-worker" else 1.0)
+            return EXIT_INTERRUPTED
+        if not signals.stopping.is_set() and not all(t.is_alive() for t in threads):
+            # A loop ended on its own: that is a bug or a crash; stop the rest so a supervisor restarts us.
+            signals.stopping.set()
+            signals.wake()
+            for t in threads:
+                t.join(timeout=30.0)
+            return EXIT_FAILURE
+    return EXIT_OK
+
+
+def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> bool:
+    """Wait for the database (one line, then quiet retries with backoff) and check its schema.
+
+    Returns False when stopped while waiting. Raises SchemaMismatch (what to run) and other StoreErrors.
+    """
+    from sqlalchemy.exc import DBAPIError
+
+    from schedctl.store import describe_target, translate_error
+    from schedctl.store import migrate as migrations
+
+    delay, waiting = START_BACKOFF_MIN, False
+    while not stopping.is_set():
+        try:
+            try:
+                if migrate:
+                    migrations.upgrade(store)
+                migrations.require_current(store)
+            except DBAPIError as exc:
+                raise translate_error(exc, store.url) from exc
+        except SchemaMismatch:
+            raise
+        except StoreUnavailable as exc:
+            if not waiting:
+                log.warning("database unavailable, retrying: %s", exc, extra={"event": "db_unavailable"})
+                waiting = True
+            stopping.wait(delay)
+            delay = min(delay * 2, START_BACKOFF_MAX)
+            continue
+        if waiting:
+            log.info("database reachable: %s", describe_target(store.url), extra={"event": "db_available"})
+        return True
+    return False
+
+
+def load_job_files(path: str | None) -> dict[str, Job]:
+    from schedctl.config import load_jobs
+
+    if path is None:
+        return {}
+    return load_jobs(path)
+
+
+def job_files(path: str | None) -> list[Path]:
+    if path is None:
+        return []
+    root = Path(path)
+    if root.is_dir():
+        return [root, *sorted(root.glob("*.toml"))]
+    return [root] if root.exists() else []
+
+
+def warn_writable_job_files(path: str | None) -> None:
+    """Anyone who can write a job file can run commands as the worker's user: say so once at start."""
+    for file in job_files(path):
+        try:
+            mode = file.stat().st_mode
+        except OSError:
+            continue
+        if mode & stat.S_IWOTH:
+            log.warning(
+                "%s is writable by other users: anyone on this host can change what the workers run "
+                "(chmod o-w %s)",
+                file,
+                file,
+                extra={"event": "job_file_writable"},
+            )
+
+
+def warn_job_users(jobs: dict[str, Job], run_as_job_user: bool) -> None:
+    if run_as_job_user:
+        return
+    with_user = [job.id for job in jobs.values() if job.user]
+    if not with_user:
+        return
+    shown = ", ".join(with_user[:5]) + (", ..." if len(with_user) > 5 else "")
+    log.info(
+        "%d job(s) name a user (%s) but --run-as-job-user is not given: they run as %s",
+        len(with_user),
+        shown,
+        _current_user(),
+        extra={"event": "job_user_ignored"},
+    )
+
+
+def _current_user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (ImportError, KeyError):
+        return str(os.getuid())
+
+
+def _start_metrics(config: ServeConfig, store: Any) -> None:
+    if config.metrics_port is None:
+        return
+    from schedctl.observability import http
+
+    http.start(config.metrics_host, config.metrics_port, store)
+    log.info(
+        "metrics on http://%s:%d/metrics",
+        config.metrics_host,
+        config.metrics_port,
+        extra={"event": "metrics_listening"},
+    )
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    from schedctl.observability.logging import configure
+
+    configure(fmt, level)

@@ -1,0 +1,348 @@
+"""The worker's SQL: claim, heartbeat, finish, retry, hand back, prune.
+
+Every write after a claim is conditioned on the attempt the claim produced. A worker that was paused or
+partitioned while another took its run over finds that its write matched no row, and that is how it learns it
+lost the run: nothing in memory decides who owns a run, only the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import combinations
+from typing import Any
+
+from sqlalchemy import and_, delete, exists, func, insert, or_, select, tuple_, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from schedctl.job import Job, labels_key
+from schedctl.store.dialect import db_now, insert_ignore, lock_for_claim, now_plus
+from schedctl.store.schema import job_events, job_runs, job_state
+
+MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
+FAILED_STATES = ("failed", "timed_out", "cancelled")  # kept under the failed-history limit
+FINISHED_STATES = ("succeeded", *FAILED_STATES)
+
+RunKey = tuple[str, datetime]  # (job_id, scheduled_for)
+
+
+@dataclass(frozen=True)
+class ClaimedRun:
+    """A run this worker now holds, at ``attempt``."""
+
+    job_id: str
+    scheduled_for: datetime
+    attempt: int
+    failures: int
+    snapshot: dict[str, Any] | None
+    checkpoint: Any
+    manual: bool
+    took_over_from: str | None  # the worker whose heartbeat went stale, for a takeover
+
+    @property
+    def key(self) -> RunKey:
+        return (self.job_id, self.scheduled_for)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker writes when its copy of a run ended. ``state`` "queued" means retry or hand back."""
+
+    job_id: str
+    scheduled_for: datetime
+    attempt: int
+    state: str
+    exit_status: int | None = None
+    output_tail: str | None = None
+    error: str | None = None
+    checkpoint: Any = None
+    save_checkpoint: bool = False
+    retry_after: float | None = None  # seconds; a retry counts a failure, a hand back does not
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class BeatResult:
+    lost: list[RunKey]  # taken over (or deleted): this worker must stop its copy and record nothing
+    cancel: list[RunKey]  # cancel_requested by `schedctl cancel` or a `replace` successor
+
+
+def label_keys(labels: dict[str, str]) -> list[str]:
+    """Every subset of a worker's labels as a labels_key: a run is claimable when its key is one of them."""
+    if len(labels) > MAX_WORKER_LABELS:
+        raise ValueError(f"a worker takes at most {MAX_WORKER_LABELS} labels")
+    items = sorted(labels.items())
+    keys = [
+        labels_key(dict(subset)) for size in range(len(items) + 1) for subset in combinations(items, size)
+    ]
+    return keys
+
+
+def claim(
+    conn: Connection, identity: str, limit: int, labels: Sequence[str], stale_after: float
+) -> list[ClaimedRun]:
+    """Claim up to ``limit`` runs: queued ones due now, and running ones whose heartbeat went stale.
+
+    PostgreSQL/MySQL lock the candidates with SKIP LOCKED so concurrent claimers take different rows;
+    SQLite's BEGIN IMMEDIATE makes the whole transaction the only writer. A ``forbid`` job only ever offers
+    its earliest queued run, and only while none of its runs is running; the unique (job_id, exclusive)
+    index refuses a second one if two claimers still raced, and that claimer skips the run.
+    """
+    if limit <= 0:
+        return []
+    rows = conn.execute(_candidates(limit, labels, stale_after, conn)).mappings().all()
+    claimed: list[ClaimedRun] = []
+    plain = [r for r in rows if r["concurrency"] != "forbid"]
+    if plain:
+        conn.execute(_claim_update(identity, exclusive=False).where(_keys_at_attempt(plain)))
+        claimed.extend(_claimed(r) for r in plain)
+    for row in rows:
+        if row["concurrency"] != "forbid":
+            continue
+        try:
+            with conn.begin_nested():
+                conn.execute(_claim_update(identity, exclusive=True).where(_keys_at_attempt([row])))
+        except IntegrityError:
+            continue  # another worker runs this job right now; its turn will come
+        claimed.append(_claimed(row))
+    return claimed
+
+
+def _candidates(limit: int, labels: Sequence[str], stale_after: float, conn: Connection) -> Any:
+    r = job_runs.c
+    other = job_runs.alias("other")
+    o = other.c
+    queued_due = and_(r.state == "queued", or_(r.not_before.is_(None), r.not_before <= db_now()))
+    stale = and_(r.state == "running", r.heartbeat_at < now_plus(-stale_after))
+    # In scheduled order: a queued forbid run waits for every earlier one and for any running one.
+    forbid_queued_blocked = exists().where(
+        o.job_id == r.job_id,
+        or_(o.state == "running", and_(o.state == "queued", o.scheduled_for < r.scheduled_for)),
+    )
+    forbid_running_blocked = exists().where(
+        o.job_id == r.job_id, o.state == "running", o.scheduled_for != r.scheduled_for
+    )
+    forbid_ok = or_(
+        r.concurrency != "forbid",
+        and_(r.state == "queued", ~forbid_queued_blocked),
+        and_(r.state == "running", ~forbid_running_blocked),
+    )
+    query = (
+        select(
+            r.job_id,
+            r.scheduled_for,
+            r.state,
+            r.attempt,
+            r.failures,
+            r.worker,
+            r.snapshot,
+            r.checkpoint,
+            r.manual,
+            r.concurrency,
+        )
+        .where(or_(queued_due, stale), r.labels_key.in_(list(labels)), forbid_ok)
+        .order_by(r.scheduled_for, r.job_id)
+        .limit(limit)
+    )
+    return lock_for_claim(query, conn)
+
+
+def _claim_update(identity: str, exclusive: bool) -> Any:
+    r = job_runs.c
+    return update(job_runs).values(
+        state="running",
+        attempt=r.attempt + 1,
+        worker=identity,
+        heartbeat_at=db_now(),
+        started_at=func.coalesce(r.started_at, db_now()),
+        exclusive=1 if exclusive else None,
+        not_before=None,
+    )
+
+
+def _keys_at_attempt(rows: Iterable[Any]) -> Any:
+    r = job_runs.c
+    return tuple_(r.job_id, r.scheduled_for, r.attempt).in_(
+        [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in rows]
+    )
+
+
+def _claimed(row: Any) -> ClaimedRun:
+    return ClaimedRun(
+        job_id=row["job_id"],
+        scheduled_for=row["scheduled_for"],
+        attempt=row["attempt"] + 1,
+        failures=row["failures"],
+        snapshot=row["snapshot"],
+        checkpoint=row["checkpoint"],
+        manual=bool(row["manual"]),
+        took_over_from=row["worker"] if row["state"] == "running" else None,
+    )
+
+
+def heartbeat(conn: Connection, identity: str, runs: Sequence[tuple[str, datetime, int]]) -> BeatResult:
+    """Beat for every run this worker holds in one UPDATE, then read back who still holds what.
+
+    MariaDB has no UPDATE ... RETURNING, so the read-back is a second statement in the same transaction;
+    our own UPDATE has locked the rows it matched, so the read sees them as we left them.
+    """
+    if not runs:
+        return BeatResult(lost=[], cancel=[])
+    r = job_runs.c
+    conn.execute(
+        update(job_runs)
+        .where(tuple_(r.job_id, r.scheduled_for, r.attempt).in_(list(runs)), r.state == "running")
+        .values(heartbeat_at=db_now())
+    )
+    current = conn.execute(
+        select(r.job_id, r.scheduled_for, r.attempt, r.state, r.worker, r.cancel_requested).where(
+            tuple_(r.job_id, r.scheduled_for).in_([(j, s) for j, s, _ in runs])
+        )
+    ).all()
+    held = {
+        (row.job_id, row.scheduled_for, row.attempt): bool(row.cancel_requested)
+        for row in current
+        if row.state == "running" and row.worker == identity
+    }
+    lost = [(j, s) for j, s, a in runs if (j, s, a) not in held]
+    cancel = [(j, s) for j, s, a in runs if held.get((j, s, a))]
+    return BeatResult(lost=lost, cancel=cancel)
+
+
+def save_checkpoint(conn: Connection, job_id: str, scheduled_for: datetime, attempt: int, value: Any) -> bool:
+    r = job_runs.c
+    result = conn.execute(
+        update(job_runs)
+        .where(r.job_id == job_id, r.scheduled_for == scheduled_for, r.attempt == attempt, r.state == "running")
+        .values(checkpoint=value)
+    )
+    return bool(result.rowcount)
+
+
+def record(conn: Connection, outcome: Outcome) -> bool:
+    """Write how a run ended, a retry or a hand back. False: the run was taken over; nothing was written."""
+    r = job_runs.c
+    values: dict[str, Any] = {"exclusive": None}
+    if outcome.save_checkpoint:
+        values["checkpoint"] = outcome.checkpoint
+    if outcome.state == "queued":
+        values.update(state="queued", worker=None, heartbeat_at=None)
+        if outcome.retry_after is not None:
+            values.update(
+                failures=r.failures + 1,
+                not_before=now_plus(outcome.retry_after),
+                exit_status=outcome.exit_status,
+                output_tail=outcome.output_tail,
+                error=outcome.error,
+            )
+    else:
+        values.update(
+            state=outcome.state,
+            finished_at=db_now(),
+            exit_status=outcome.exit_status,
+            output_tail=outcome.output_tail,
+            error=outcome.error,
+            reason=outcome.reason,
+        )
+        if outcome.state == "failed":
+            values["failures"] = r.failures + 1
+    result = conn.execute(
+        update(job_runs)
+        .where(
+            r.job_id == outcome.job_id,
+            r.scheduled_for == outcome.scheduled_for,
+            r.attempt == outcome.attempt,
+            r.state == "running",
+        )
+        .values(**values)
+    )
+    return bool(result.rowcount)
+
+
+def prune(conn: Connection, job_ids: Iterable[str], keep_succeeded: int, keep_failed: int) -> dict[str, int]:
+    """Delete finished runs beyond the history limits; returns how many rows went, per job.
+
+    ``history_start`` moves to just after the newest pruned tick, never to the oldest kept one: the limits
+    are kept independently, so a kept old failure can sit before a pruned success, and `missed`/`replay`
+    must never see a pruned tick as a hole. Skipped rows before the mark go too: they only explain ticks
+    that `missed` no longer looks at.
+    """
+    pruned: dict[str, int] = {}
+    for job_id in sorted(set(job_ids)):
+        count = _prune_job(conn, job_id, keep_succeeded, keep_failed)
+        if count:
+            pruned[job_id] = count
+    return pruned
+
+
+def _prune_job(conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int) -> int:
+    r = job_runs.c
+    doomed: list[datetime] = []
+    for states, keep in ((("succeeded",), keep_succeeded), (FAILED_STATES, keep_failed)):
+        rows = conn.execute(
+            select(r.scheduled_for)
+            .where(r.job_id == job_id, r.state.in_(states))
+            .order_by(r.scheduled_for.desc())
+            .offset(max(0, keep))
+        ).scalars()
+        doomed.extend(rows)
+    if not doomed:
+        return 0
+    mark = max(doomed) + timedelta(microseconds=1)
+    deleted = 0
+    for start in range(0, len(doomed), 500):
+        chunk = doomed[start : start + 500]
+        result = conn.execute(
+            delete(job_runs).where(
+                r.job_id == job_id, r.scheduled_for.in_(chunk), r.state.in_(FINISHED_STATES)
+            )
+        )
+        deleted += result.rowcount or 0
+    result = conn.execute(
+        delete(job_runs).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark)
+    )
+    deleted += result.rowcount or 0
+    _move_history_start(conn, job_id, mark, deleted)
+    return deleted
+
+
+def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: int) -> None:
+    s = job_state.c
+    moved = conn.execute(
+        update(job_state)
+        .where(s.job_id == job_id, or_(s.history_start.is_(None), s.history_start < mark))
+        .values(history_start=mark, updated_at=db_now())
+    )
+    if moved.rowcount:
+        conn.execute(
+            insert(job_events).values(
+                job_id=job_id, at=db_now(), kind="pruned", detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}"
+            )
+        )
+
+
+def queue_runs(conn: Connection, job: Job, instants: Iterable[datetime], manual: bool = False) -> int:
+    """Queue runs of ``job`` at ``instants`` the way the scheduler does (term NULL: no lease dispatched them).
+
+    ``schedctl run`` uses it with one instant, now to the microsecond; returns how many rows were new.
+    """
+    rows = [
+        {
+            "job_id": job.id,
+            "scheduled_for": at,
+            "state": "queued",
+            "manual": manual,
+            "term": None,
+            "attempt": 0,
+            "failures": 0,
+            "queued_at": at,
+            "not_before": None,
+            "snapshot": job.snapshot(),
+            "labels_key": job.labels_key,
+            "concurrency": str(job.concurrency),
+        }
+        for at in instants
+    ]
+    return insert_ignore(conn, job_runs, rows)

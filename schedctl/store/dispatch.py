@@ -1,0 +1,304 @@
+"""The leader's writes: run rows for ticks, job_state bookkeeping and job_events, each in a fenced transaction.
+
+Every function that writes takes a ``Fence`` and calls ``lease.fence`` first inside its transaction, so a
+deposed leader (paused, partitioned, or slow) has its write rejected with NotLeader instead of moving a job's
+state after someone else leads.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from schedctl.job import Concurrency, Job, RunState, SkipReason
+from schedctl.planner import Tick
+from schedctl.store import Store
+from schedctl.store.dialect import insert_ignore
+from schedctl.store.schema import job_events, job_runs, job_state
+
+IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
+NOTIFY_CHANNEL = "schedctl_runs"
+_ACTIVE = (RunState.QUEUED.value, RunState.RUNNING.value)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The lease term a write is conditioned on."""
+
+    name: str
+    identity: str
+    term: int
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    schedule_key: str
+    defined_at: datetime
+    last_dispatched: datetime | None
+    paused_at: datetime | None
+    paused_by_file: bool
+    refused_at: datetime | None
+
+    @property
+    def held(self) -> bool:
+        """Paused by `schedctl pause` or refused by the catch-up bound: dispatch nothing, do not advance."""
+        return self.paused_at is not None or self.refused_at is not None
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """A job_state write plus its job_events line, for jobs the leader sees for the first time or anew."""
+
+    job_id: str
+    kind: str  # defined | schedule_changed | paused | resumed
+    schedule_key: str | None = None
+    paused_by_file: bool | None = None
+    detail: str | None = None
+
+
+@dataclass
+class DispatchResult:
+    inserted: int = 0  # rows new in job_runs (a tick another leader claimed first counts zero)
+    queued: list[Tick] = field(default_factory=list)  # as decided after the concurrency check
+    skipped: list[Tick] = field(default_factory=list)
+
+
+_STATE_COLUMNS = (
+    job_state.c.job_id,
+    job_state.c.schedule_key,
+    job_state.c.defined_at,
+    job_state.c.last_dispatched,
+    job_state.c.paused_at,
+    job_state.c.paused_by_file,
+    job_state.c.refused_at,
+)
+
+
+def _state(row: Any) -> JobState:
+    return JobState(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
+
+
+def load_states(store: Store) -> dict[str, JobState]:
+    """Every job_state row, in one scan: what a new leader resumes from."""
+    with store.connect() as conn:
+        return {row[0]: _state(row) for row in conn.execute(select(*_STATE_COLUMNS))}
+
+
+def load_states_for(store: Store, job_ids: Iterable[str]) -> dict[str, JobState]:
+    ids = list(job_ids)
+    out: dict[str, JobState] = {}
+    with store.connect() as conn:
+        for chunk in _chunks(ids):
+            query = select(*_STATE_COLUMNS).where(job_state.c.job_id.in_(chunk))
+            out.update((row[0], _state(row)) for row in conn.execute(query))
+    return out
+
+
+def load_held(store: Store) -> dict[str, JobState]:
+    """Jobs paused by `schedctl pause` or refused: cheap (few rows), so the leader polls it every renewal."""
+    query = select(*_STATE_COLUMNS).where(or_(job_state.c.paused_at.is_not(None), job_state.c.refused_at.is_not(None)))
+    with store.connect() as conn:
+        return {row[0]: _state(row) for row in conn.execute(query)}
+
+
+def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], now: datetime) -> None:
+    """First sight of jobs, schedule changes and file pause flips, with their events, in fenced batches."""
+    for start in range(0, len(changes), IN_CHUNK):
+        batch = changes[start : start + IN_CHUNK]
+        with store.begin() as conn:
+            _fence(conn, fence)
+            _apply_changes(conn, batch, now)
+
+
+def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: datetime) -> None:
+    defined = [c for c in changes if c.kind == "defined"]
+    if defined:
+        rows = [
+            {
+                "job_id": c.job_id,
+                "schedule_key": c.schedule_key,
+                "defined_at": now,
+                "last_dispatched": now,
+                "paused_by_file": bool(c.paused_by_file),
+                "updated_at": now,
+            }
+            for c in defined
+        ]
+        insert_ignore(conn, job_state, rows)
+    for change in changes:
+        if change.kind == "schedule_changed":
+            conn.execute(
+                update(job_state)
+                .where(job_state.c.job_id == change.job_id)
+                .values(schedule_key=change.schedule_key, defined_at=now, last_dispatched=now, updated_at=now)
+            )
+        elif change.kind in ("paused", "resumed") and change.paused_by_file is not None:
+            conn.execute(
+                update(job_state)
+                .where(job_state.c.job_id == change.job_id)
+                .values(paused_by_file=change.paused_by_file, updated_at=now)
+            )
+    events = [{"job_id": c.job_id, "at": now, "kind": c.kind, "detail": c.detail} for c in changes]
+    if events:
+        conn.execute(insert(job_events), events)
+
+
+def dispatch(
+    store: Store,
+    fence: Fence,
+    ticks: Sequence[Tick],
+    jobs: Mapping[str, Job],
+    now: datetime,
+    refusals: Mapping[str, str] | None = None,
+) -> DispatchResult:
+    """Claim ``ticks`` in one fenced transaction and move each job's last dispatched tick forward.
+
+    ``refusals`` (job id -> sentence) marks jobs whose catch-up was refused in this batch.
+    """
+    with store.begin() as conn:
+        _fence(conn, fence)
+        decided = _apply_concurrency(conn, ticks, jobs)
+        result = DispatchResult(
+            queued=[t for t in decided if t.queued], skipped=[t for t in decided if not t.queued]
+        )
+        _cancel_replaced(conn, result.queued, jobs)
+        rows = [_row(t, jobs[t.job_id], fence.term, now) for t in decided]
+        result.inserted = insert_ignore(conn, job_runs, rows)
+        _advance(conn, decided, now)
+        if refusals:
+            _refuse(conn, refusals, now)
+        if result.queued and conn.dialect.name == "postgresql":
+            # Delivered at commit, so a worker that wakes on it sees the rows.
+            conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
+    return result
+
+
+def _fence(conn: Connection, fence: Fence) -> None:
+    from schedctl import lease
+
+    lease.fence(conn, fence.name, fence.identity, fence.term)
+
+
+def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], jobs: Mapping[str, Job]) -> list[Tick]:
+    """forbid: a tick due while a run of the job is active becomes a skipped row (catch-up ticks excepted)."""
+    forbid = {t.job_id for t in ticks if t.queued and not t.catch_up and jobs[t.job_id].concurrency is Concurrency.FORBID}
+    if not forbid:
+        return list(ticks)
+    busy = active_jobs(conn, forbid)
+    out: list[Tick] = []
+    for tick in ticks:
+        if tick.job_id in forbid and tick.queued:
+            if tick.job_id in busy and not tick.catch_up:
+                tick = Tick(
+                    tick.job_id,
+                    tick.scheduled_for,
+                    RunState.SKIPPED,
+                    SkipReason.CONCURRENCY,
+                    'a run of the job was still queued or running (concurrency = "forbid")',
+                )
+            busy.add(tick.job_id)
+        out.append(tick)
+    return out
+
+
+def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
+    """The jobs among ``job_ids`` with a queued or running run."""
+    busy: set[str] = set()
+    for chunk in _chunks(list(job_ids)):
+        query = (
+            select(job_runs.c.job_id)
+            .where(job_runs.c.state.in_(_ACTIVE), job_runs.c.job_id.in_(chunk))
+            .distinct()
+        )
+        busy.update(conn.execute(query).scalars())
+    return busy
+
+
+def _cancel_replaced(conn: Connection, queued: Sequence[Tick], jobs: Mapping[str, Job]) -> None:
+    """replace: ask every earlier active run of the job to stop; the worker ends it `cancelled`."""
+    newest: dict[str, datetime] = {}
+    for tick in queued:
+        if jobs[tick.job_id].concurrency is Concurrency.REPLACE:
+            newest[tick.job_id] = max(tick.scheduled_for, newest.get(tick.job_id, tick.scheduled_for))
+    for at, ids in _by_value(newest).items():
+        for chunk in _chunks(ids):
+            conn.execute(
+                update(job_runs)
+                .where(
+                    job_runs.c.job_id.in_(chunk),
+                    job_runs.c.state.in_(_ACTIVE),
+                    job_runs.c.scheduled_for < at,
+                    job_runs.c.cancel_requested.is_(False),
+                )
+                .values(cancel_requested=True)
+            )
+
+
+def _row(tick: Tick, job: Job, term: int, now: datetime) -> dict[str, Any]:
+    return {
+        "job_id": tick.job_id,
+        "scheduled_for": tick.scheduled_for,
+        "state": str(tick.state),
+        "reason": None if tick.reason is None else str(tick.reason),
+        "reason_detail": tick.detail,
+        "manual": False,
+        "term": term,
+        "attempt": 0,
+        "failures": 0,
+        "queued_at": now,
+        "not_before": tick.not_before,
+        "cancel_requested": False,
+        "snapshot": job.snapshot(),
+        "labels_key": job.labels_key,
+        "concurrency": str(job.concurrency),
+    }
+
+
+def _advance(conn: Connection, ticks: Sequence[Tick], now: datetime) -> None:
+    """Move last_dispatched forward (never back) in one UPDATE per distinct tick, not one per job."""
+    newest: dict[str, datetime] = {}
+    for tick in ticks:
+        if tick.job_id not in newest or tick.scheduled_for > newest[tick.job_id]:
+            newest[tick.job_id] = tick.scheduled_for
+    stmt = (
+        update(job_state)
+        .where(
+            job_state.c.job_id.in_(bindparam("ids", expanding=True)),
+            or_(job_state.c.last_dispatched.is_(None), job_state.c.last_dispatched < bindparam("at")),
+        )
+        .values(last_dispatched=bindparam("at"), updated_at=now)
+    )
+    for at, ids in _by_value(newest).items():
+        for chunk in _chunks(ids):
+            conn.execute(stmt, {"ids": chunk, "at": at})
+
+
+def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> None:
+    for job_id, detail in refusals.items():
+        conn.execute(
+            update(job_state)
+            .where(and_(job_state.c.job_id == job_id, job_state.c.refused_at.is_(None)))
+            .values(refused_at=now, refused_detail=detail, updated_at=now)
+        )
+    conn.execute(
+        insert(job_events), [{"job_id": j, "at": now, "kind": "refused", "detail": d} for j, d in refusals.items()]
+    )
+
+
+def _by_value(mapping: Mapping[str, datetime]) -> dict[datetime, list[str]]:
+    groups: dict[datetime, list[str]] = defaultdict(list)
+    for key, value in mapping.items():
+        groups[value].append(key)
+    return groups
+
+
+def _chunks(items: Sequence[str]) -> Iterable[list[str]]:
+    for start in range(0, len(items), IN_CHUNK):
+        yield list(items[start : start + IN_CHUNK])

@@ -1,0 +1,61 @@
+"""Read-only queries for ``schedctl jobs``: the last run of each job, and pauses set by ``schedctl pause``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import and_, func, select
+
+from schedctl.store import Store
+from schedctl.store.schema import job_runs, job_state
+
+# Enough ids per IN (...) list to keep round trips few, few enough for every backend's parameter limit.
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class LastRun:
+    scheduled_for: datetime  # aware UTC
+    state: str
+
+
+def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
+    """Each job's latest run that a worker took up (any state but queued or skipped), manual runs included.
+
+    The primary key (job_id, scheduled_for) serves the max per job; the join reads that one row's state.
+    """
+    found: dict[str, LastRun] = {}
+    with store.connect() as conn:
+        for chunk in _chunks(job_ids):
+            latest = (
+                select(job_runs.c.job_id, func.max(job_runs.c.scheduled_for).label("at"))
+                .where(job_runs.c.job_id.in_(chunk), job_runs.c.state.not_in(("queued", "skipped")))
+                .group_by(job_runs.c.job_id)
+                .subquery()
+            )
+            query = select(job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.state).join(
+                latest, and_(job_runs.c.job_id == latest.c.job_id, job_runs.c.scheduled_for == latest.c.at)
+            )
+            for job_id, scheduled_for, state in conn.execute(query):
+                found[job_id] = LastRun(scheduled_for=scheduled_for, state=state)
+    return found
+
+
+def paused_in_database(store: Store, job_ids: Sequence[str]) -> dict[str, datetime]:
+    """Jobs paused with ``schedctl pause`` (job_state.paused_at), and since when."""
+    found: dict[str, datetime] = {}
+    with store.connect() as conn:
+        for chunk in _chunks(job_ids):
+            query = select(job_state.c.job_id, job_state.c.paused_at).where(
+                job_state.c.job_id.in_(chunk), job_state.c.paused_at.is_not(None)
+            )
+            for job_id, paused_at in conn.execute(query):
+                found[job_id] = paused_at
+    return found
+
+
+def _chunks(items: Sequence[str]) -> Iterator[list[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield list(items[start : start + _CHUNK])

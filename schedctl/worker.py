@@ -1,0 +1,465 @@
+"""The worker loop: claim queued runs, execute them, heartbeat, record outcomes, hand back on SIGTERM.
+
+One thread does all of it, turn by turn, and never waits on a child: each execution's output is drained by
+its own small thread, which wakes the loop when the child exits. Database writes are batched per turn (one
+claim, one heartbeat, one transaction of outcomes), so the database is never what limits throughput.
+
+A database outage leaves the children running: outcomes wait in memory and are retried with backoff; when a
+write finally matches no row (another worker took the run over meanwhile) the result is dropped, because
+the row, not this process, says who owns a run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schedctl.clock import Clock
+from schedctl.errors import StoreError
+from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
+from schedctl.observability import health, metrics
+from schedctl.settings import WorkerSettings
+from schedctl.store import Store
+from schedctl.store import claims as sql
+
+log = logging.getLogger("schedctl.worker")
+
+NOTIFY_CHANNEL = "schedctl_runs"
+BACKOFF_MIN = 0.25
+BACKOFF_MAX = 10.0
+LISTEN_RETRY = 5.0
+WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
+MAX_WAIT = 1.0
+
+
+@dataclass
+class _Active:
+    claim: sql.ClaimedRun
+    execution: Execution
+    lost: bool = False
+
+    @property
+    def beat_key(self) -> tuple[Any, Any, int]:
+        return (self.claim.job_id, self.claim.scheduled_for, self.claim.attempt)
+
+
+@dataclass
+class _Pending:
+    outcome: sql.Outcome
+    duration: float
+
+
+class Worker:
+    def __init__(self, store: Store, settings: WorkerSettings, clock: Clock) -> None:
+        self.store = store
+        self.settings = settings
+        self.clock = clock
+        self.label_keys = sql.label_keys(settings.labels)
+        self._active: dict[tuple[Any, Any], _Active] = {}
+        self._pending: list[_Pending] = []
+        self._touched: set[str] = set()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+        self._listener: Any = None
+        self._next_listen = 0.0
+        self._claim_now = True
+        self._more_waiting = False
+        self._next_claim = 0.0
+        self._next_beat = 0.0
+        self._next_write = 0.0
+        self._next_prune = clock.monotonic() + settings.prune_interval
+        self._backoff = {"claim": BACKOFF_MIN, "beat": BACKOFF_MIN, "write": BACKOFF_MIN}
+        self._db_down = False
+        self._draining = False
+        self._drained_at: float | None = None
+        self._killed = False
+        self._serial = 0
+        self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
+        os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
+
+    # -- public --------------------------------------------------------------------------------------------
+    def wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"x")
+        except (BlockingIOError, OSError):
+            pass
+
+    def run(self, stopping: threading.Event, killing: threading.Event) -> None:
+        """Work until ``stopping``; then hand back what still runs and return. ``killing`` stops children now."""
+        health.register("worker", max(60.0, 4 * self.settings.heartbeat_interval))
+        threading.Thread(target=self._watch, args=(stopping, killing), daemon=True).start()
+        log.info(
+            "worker %s started: %d slots, labels %s",
+            self.settings.identity,
+            self.settings.slots,
+            self.settings.labels or "none",
+            extra={"event": "worker_started"},
+        )
+        try:
+            while self._turn(stopping, killing):
+                pass
+        finally:
+            self._close()
+        log.info("worker %s stopped", self.settings.identity, extra={"event": "worker_stopped"})
+
+    # -- one turn ------------------------------------------------------------------------------------------
+    def _turn(self, stopping: threading.Event, killing: threading.Event) -> bool:
+        health.mark_turn("worker")
+        now = self.clock.monotonic()
+        if stopping.is_set() and not self._draining:
+            self._drain()
+        if killing.is_set() and not self._killed:
+            self._kill_all()
+        for active in self._active.values():
+            active.execution.enforce()
+        self._collect()
+        if self._pending and now >= self._next_write:
+            self._flush()
+        if self._active and now >= self._next_beat:
+            self._beat()
+        if not self._draining and self._should_claim(now):
+            self._claim()
+        if self._touched and (now >= self._next_prune or self._draining):
+            self._prune()
+        if self._draining and not self._active:
+            if not self._pending or killing.is_set():
+                return False
+            self._drained_at = self._drained_at or now
+            if now - self._drained_at > WRITE_GIVE_UP:
+                log.error(
+                    "database still unreachable: %d outcomes not recorded; those runs will be taken over",
+                    len(self._pending),
+                    extra={"event": "outcomes_abandoned"},
+                )
+                return False
+        self._wait(self._timeout(now))
+        return True
+
+    def _watch(self, stopping: threading.Event, killing: threading.Event) -> None:
+        stopping.wait()
+        self.wake()
+        killing.wait()
+        self.wake()
+
+    def _timeout(self, now: float) -> float:
+        times = [now + MAX_WAIT]
+        if self._active:
+            times.append(self._next_beat)
+            times.extend(t for a in self._active.values() if (t := a.execution.next_deadline()) is not None)
+            times.append(now + 0.5)  # a finished child whose leftover grandchildren hold its pipe
+        if self._pending:
+            times.append(self._next_write)
+        if not self._draining and len(self._active) < self.settings.slots:
+            times.append(self._next_claim if not self._claim_now else now)
+        return max(0.0, min(times) - now)
+
+    def _wait(self, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        for key, _ in self._selector.select(timeout):
+            if key.data == "wake":
+                try:
+                    while os.read(self._wake_r, 4096):
+                        pass
+                except (BlockingIOError, OSError):
+                    pass
+            elif key.data == "listen":
+                self._drain_notifies()
+
+    # -- claims --------------------------------------------------------------------------------------------
+    def _should_claim(self, now: float) -> bool:
+        if len(self._active) >= self.settings.slots:
+            return False
+        self._ensure_listener(now)
+        return self._claim_now or now >= self._next_claim
+
+    def _claim(self) -> None:
+        free = self.settings.slots - len(self._active)
+        try:
+            with self.store.begin() as conn:
+                claimed = sql.claim(conn, self.settings.identity, free, self.label_keys, self.settings.stale_after)
+        except StoreError as exc:
+            self._store_failed("claim", exc)
+            self._claim_now = False
+            self._next_claim = self.clock.monotonic() + self._backoff["claim"]
+            return
+        self._store_ok("claim")
+        now = self.clock.monotonic()
+        self._more_waiting = len(claimed) == free
+        self._claim_now = False
+        self._next_claim = now + self.settings.poll_interval
+        if claimed and not self._active:
+            self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
+        for run in claimed:
+            self._start(run)
+        metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
+
+    def _start(self, run: sql.ClaimedRun) -> None:
+        ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
+        extra = ident.log_extra
+        if run.took_over_from is not None:
+            log.warning(
+                "took over a run whose worker %s stopped heartbeating",
+                run.took_over_from,
+                extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
+            )
+        if not run.snapshot:
+            self._pending.append(_Pending(sql.Outcome(run.job_id, run.scheduled_for, run.attempt, "failed",
+                                                      error="the run carries no job snapshot"), 0.0))
+            return
+        self._serial += 1
+        checkpoint_file = self._root / str(self._serial) / "checkpoint.json"
+        execution = Execution(
+            ident,
+            run.snapshot,
+            run.checkpoint,
+            checkpoint_file,
+            tail_bytes=self.settings.output_tail_bytes,
+            run_as_job_user=self.settings.run_as_job_user,
+            on_exit=self.wake,
+            monotonic=self.clock.monotonic,
+        )
+        self._active[run.key] = _Active(run, execution)
+        log.info("run started (pid %s)", execution.pid, extra={"event": "run_started", "pid": execution.pid, **extra})
+
+    # -- heartbeats ----------------------------------------------------------------------------------------
+    def _beat(self) -> None:
+        held = [a for a in self._active.values() if not a.lost]
+        saves = []
+        for active in held:
+            value = active.execution.read_checkpoint()
+            if value is not NO_CHECKPOINT:
+                saves.append((active, value))
+        try:
+            with self.store.begin() as conn:
+                result = sql.heartbeat(conn, self.settings.identity, [a.beat_key for a in held])
+                lost = set(result.lost)
+                for active, value in saves:
+                    if active.claim.key not in lost:
+                        sql.save_checkpoint(conn, *active.beat_key, value)
+        except StoreError as exc:
+            for active, _ in saves:
+                active.execution.reread_checkpoint()
+            self._store_failed("beat", exc)
+            self._next_beat = self.clock.monotonic() + min(self._backoff["beat"], self.settings.heartbeat_interval)
+            return
+        self._store_ok("beat")
+        self._next_beat = self.clock.monotonic() + self.settings.heartbeat_interval
+        for key in result.lost:
+            self._lose(self._active[key])
+        for key in result.cancel:
+            active = self._active[key]
+            if active.execution.stop_reason is None:
+                log.info("cancel requested: stopping the run", extra={"event": "run_cancel", **active.execution.run.log_extra})
+            active.execution.stop("cancelled")
+
+    def _lose(self, active: _Active) -> None:
+        if active.lost:
+            return
+        active.lost = True
+        log.warning(
+            "run was taken over by another worker: stopping this copy and recording nothing",
+            extra={"event": "run_lost", **active.execution.run.log_extra},
+        )
+        active.execution.stop("lost")
+
+    # -- outcomes ------------------------------------------------------------------------------------------
+    def _collect(self) -> None:
+        for key, active in list(self._active.items()):
+            if not active.execution.done():
+                continue
+            del self._active[key]
+            execution = active.execution
+            if not active.lost:
+                self._pending.append(_Pending(self._outcome(active), execution.duration()))
+            execution.cleanup()
+        metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
+        if self._more_waiting and len(self._active) < self.settings.slots:
+            self._claim_now = True
+
+    def _outcome(self, active: _Active) -> sql.Outcome:
+        run, execution = active.claim, active.execution
+        snapshot = execution.snapshot
+        checkpoint = execution.final_checkpoint()
+        base: dict[str, Any] = {
+            "job_id": run.job_id,
+            "scheduled_for": run.scheduled_for,
+            "attempt": run.attempt,
+            "exit_status": execution.returncode,
+            "output_tail": execution.tail.text(),
+            "checkpoint": None if checkpoint is NO_CHECKPOINT else checkpoint,
+            "save_checkpoint": checkpoint is not NO_CHECKPOINT,
+        }
+        reason = execution.stop_reason
+        if reason == "shutdown":
+            return sql.Outcome(state="queued", **base)
+        if reason == "cancelled":
+            return sql.Outcome(state="cancelled", error="cancelled on request", reason="cancelled", **base)
+        if reason == "timeout":
+            return sql.Outcome(state="timed_out", error=f"timed out after {snapshot.get('timeout')}s", **base)
+        if execution.start_error is None and execution.returncode == 0:
+            return sql.Outcome(state="succeeded", **base)
+        error = execution.start_error or f"exited with status {execution.returncode}"
+        if run.failures < int(snapshot.get("retries") or 0):
+            backoff = float(snapshot.get("retry_backoff") or 0.0) * (2**run.failures)
+            return sql.Outcome(state="queued", retry_after=backoff, error=error, **base)
+        return sql.Outcome(state="failed", error=error, **base)
+
+    def _flush(self) -> None:
+        batch = list(self._pending)
+        try:
+            with self.store.begin() as conn:
+                written = [sql.record(conn, p.outcome) for p in batch]
+        except StoreError as exc:
+            self._store_failed("write", exc)
+            self._next_write = self.clock.monotonic() + self._backoff["write"]
+            return
+        self._store_ok("write")
+        del self._pending[: len(batch)]
+        self._claim_now = True  # slots are free, and a forbid job's next run may have become claimable
+        for pending, ok in zip(batch, written, strict=True):
+            self._recorded(pending, ok)
+
+    def _recorded(self, pending: _Pending, ok: bool) -> None:
+        o = pending.outcome
+        extra = {**RunIdentity(o.job_id, o.scheduled_for, o.attempt).log_extra, "exit_status": o.exit_status}
+        if not ok:
+            log.warning(
+                "run was taken over by another worker: its result here is discarded",
+                extra={"event": "run_lost", **extra},
+            )
+            return
+        self._touched.add(o.job_id)
+        if o.state == "queued" and o.retry_after is not None:
+            log.warning("run failed (%s); retry in %.3gs", o.error, o.retry_after,
+                        extra={"event": "run_retry_scheduled", "state": "queued", **extra})
+            return
+        if o.state == "queued":
+            log.info("run handed back for another worker to resume", extra={"event": "run_handed_back", **extra})
+            return
+        level = logging.INFO if o.state == "succeeded" else logging.WARNING
+        log.log(level, "run %s in %.3fs", o.state, pending.duration,
+                extra={"event": "run_finished", "state": o.state, "duration_seconds": pending.duration, **extra})
+        metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
+        metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
+        if o.state == "succeeded":
+            metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
+
+    # -- shutdown ------------------------------------------------------------------------------------------
+    def _drain(self) -> None:
+        """Claim nothing more; SIGTERM every child; each gets its own grace period before SIGKILL."""
+        self._draining = True
+        if self._active:
+            log.info(
+                "stopping: forwarding SIGTERM to %d runs, then handing them back",
+                len(self._active),
+                extra={"event": "worker_draining"},
+            )
+        for active in self._active.values():
+            if not active.lost:
+                active.execution.stop("shutdown")
+
+    def _kill_all(self) -> None:
+        self._killed = True
+        for active in self._active.values():
+            active.execution.kill()
+
+    # -- history -------------------------------------------------------------------------------------------
+    def _prune(self) -> None:
+        jobs = sorted(self._touched)
+        try:
+            with self.store.begin() as conn:
+                pruned = sql.prune(conn, jobs, self.settings.successful_history, self.settings.failed_history)
+        except StoreError as exc:
+            log.warning("history pruning failed: %s", exc, extra={"event": "prune_failed"})
+            self._next_prune = self.clock.monotonic() + self.settings.prune_interval
+            if self._draining:
+                self._touched.clear()
+            return
+        self._touched.difference_update(jobs)
+        self._next_prune = self.clock.monotonic() + self.settings.prune_interval
+        for job_id, count in pruned.items():
+            log.info("pruned %d old runs", count, extra={"event": "history_pruned", "job_id": job_id})
+
+    # -- PostgreSQL LISTEN ---------------------------------------------------------------------------------
+    def _ensure_listener(self, now: float) -> None:
+        if self.store.dialect != "postgresql" or self._listener is not None or now < self._next_listen:
+            return
+        try:
+            import psycopg
+
+            conninfo = self.store.url.set(drivername="postgresql").render_as_string(hide_password=False)
+            conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        except Exception as exc:  # any driver failure: polling still works, so retry later
+            log.debug("LISTEN unavailable: %s", exc, extra={"event": "listen_failed"})
+            self._next_listen = now + LISTEN_RETRY
+            return
+        self._listener = conn
+        self._selector.register(conn.fileno(), selectors.EVENT_READ, "listen")
+
+    def _drain_notifies(self) -> None:
+        try:
+            for _ in self._listener.notifies(timeout=0):
+                pass
+        except Exception:
+            self._drop_listener()
+        self._claim_now = True
+
+    def _drop_listener(self) -> None:
+        if self._listener is None:
+            return
+        try:
+            self._selector.unregister(self._listener.fileno())
+        except (KeyError, ValueError, OSError):
+            pass
+        try:
+            self._listener.close()
+        except Exception:
+            pass
+        self._listener = None
+        self._next_listen = self.clock.monotonic() + LISTEN_RETRY
+
+    # -- database health -----------------------------------------------------------------------------------
+    def _store_failed(self, what: str, exc: StoreError) -> None:
+        if not self._db_down:
+            log.warning(
+                "database write failed (%s); children keep running, retrying with backoff: %s",
+                what,
+                exc,
+                extra={"event": "store_unavailable"},
+            )
+        self._db_down = True
+        self._backoff[what] = min(self._backoff[what] * 2, BACKOFF_MAX)
+        if what == "beat" or what == "write":
+            self._drop_listener()
+
+    def _store_ok(self, what: str) -> None:
+        self._backoff[what] = BACKOFF_MIN
+        if self._db_down:
+            self._db_down = False
+            log.info("database reachable again", extra={"event": "store_available"})
+
+    def _close(self) -> None:
+        self._drop_listener()
+        self._selector.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self._root, ignore_errors=True)
+        metrics.WORKER_ACTIVE_RUNS.set(0)
+        health.unregister("worker")
+

@@ -1,0 +1,220 @@
+"""A real `schedctl serve --role all --metrics-port P`: scrape /metrics, probe /livez and /readyz, read its logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = [pytest.mark.processes, pytest.mark.slow]
+
+JOBS = """\
+[jobs.tick]
+schedule = "* * * * * *"
+timezone = "UTC"
+catch_up = "skip"
+command = "true"
+
+[jobs.broken]
+schedule = "* * * * * *"
+timezone = "UTC"
+catch_up = "skip"
+command = "exit 3"
+
+[jobs.slow]
+schedule = "* * * * * *"
+timezone = "UTC"
+catch_up = "skip"
+concurrency = "forbid"
+command = "sleep 3"
+"""
+
+CONTRACT = (
+    "schedctl_leader",
+    "schedctl_lease_term",
+    "schedctl_lease_renewals",
+    "schedctl_lease_renewal_failures",
+    "schedctl_ticks_dispatched",
+    "schedctl_ticks_missed",
+    "schedctl_ticks_refused",
+    "schedctl_runs_finished",
+    "schedctl_run_duration_seconds",
+    "schedctl_queue_depth",
+    "schedctl_oldest_queued_age_seconds",
+    "schedctl_worker_active_runs",
+    "schedctl_last_success_timestamp_seconds",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+class Scrape:
+    def __init__(self, text: str) -> None:
+        self.families = {f.name: f for f in text_string_to_metric_families(text)}
+
+    def value(self, sample: str, **labels: str) -> float | None:
+        for family in self.families.values():
+            for s in family.samples:
+                if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+                    return float(s.value)
+        return None
+
+    def total(self, sample: str, **labels: str) -> float:
+        return sum(
+            float(s.value)
+            for family in self.families.values()
+            for s in family.samples
+            if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())
+        )
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
+    (tmp_path / "jobs.toml").write_text(JOBS)
+    port = _free_port()
+    log_path = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "schedctl",
+                "serve",
+                "--role",
+                "all",
+                "--migrate",
+                "--db",
+                f"sqlite:///{tmp_path / 'schedctl.db'}",
+                "--jobs",
+                str(tmp_path / "jobs.toml"),
+                "--metrics-port",
+                str(port),
+                "--log-format",
+                "json",
+                "--log-level",
+                "debug",
+                "--lease-duration",
+                "4s",
+                "--renew-interval",
+                "1s",
+                "--poll-interval",
+                "200ms",
+                "--slots",
+                "4",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log_file,
+            text=True,
+            cwd=tmp_path,
+            env=env,
+        )
+    try:
+        yield proc, port, log_path
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_for(
+    check: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[str], log: Path
+) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(
+                f"serve exited with {proc.returncode} while waiting for {what}:\n{log.read_text()[-3000:]}"
+            )
+        try:
+            last = check()
+        except (OSError, urllib.error.URLError):
+            last = None
+        if last:
+            return last
+        time.sleep(0.25)
+    pytest.fail(f"timed out waiting for {what} (last: {last!r}):\n{log.read_text()[-3000:]}")
+
+
+def test_serve_exports_every_metric_with_sensible_values(
+    serving: tuple[subprocess.Popen[str], int, Path],
+) -> None:
+    proc, port, log = serving
+
+    def ready_scrape() -> Scrape | None:
+        status, body = _get(port, "/metrics")
+        scrape = Scrape(body) if status == 200 else None
+        if scrape is None:
+            return None
+        done = (
+            scrape.total("schedctl_runs_finished_total", job_id="tick", state="succeeded") >= 2
+            and scrape.total("schedctl_runs_finished_total", job_id="broken", state="failed") >= 1
+            and scrape.total("schedctl_ticks_missed_total", job_id="slow") >= 1
+        )
+        return scrape if done else None
+
+    scrape = _wait_for(ready_scrape, 30, "runs to finish and a forbid tick to be skipped", proc, log)
+
+    missing = [name for name in CONTRACT if name not in scrape.families]
+    assert missing == [], f"not exported: {missing}"
+    assert scrape.value("schedctl_leader") == 1
+    assert (scrape.value("schedctl_lease_term") or 0) >= 1
+    assert scrape.total("schedctl_lease_renewals_total") >= 1
+    assert scrape.total("schedctl_lease_renewal_failures_total") == 0
+    assert scrape.total("schedctl_ticks_dispatched_total", job_id="tick") > 0
+    assert scrape.total("schedctl_ticks_missed_total", job_id="slow", reason="concurrency") >= 1
+    assert scrape.total("schedctl_ticks_refused_total") == 0
+    assert scrape.total("schedctl_run_duration_seconds_count", job_id="tick") >= 2
+    assert 0 <= scrape.total("schedctl_run_duration_seconds_sum", job_id="tick") < 30
+    last_success = scrape.value("schedctl_last_success_timestamp_seconds", job_id="tick")
+    assert last_success is not None and abs(time.time() - last_success) < 60
+    assert scrape.value("schedctl_last_success_timestamp_seconds", job_id="broken") is None
+    assert 0 <= (scrape.value("schedctl_worker_active_runs") or 0) <= 4
+    assert (scrape.value("schedctl_queue_depth") or 0) >= 0
+    assert (scrape.value("schedctl_oldest_queued_age_seconds") or 0) >= 0
+    assert scrape.value("process_resident_memory_bytes")
+
+    assert _get(port, "/livez")[0] == 200
+    status, body = _get(port, "/readyz")
+    assert status == 200, body
+
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=20) == 0
+
+    lines = [line for line in log.read_text().splitlines() if line.strip()]
+    entries = [json.loads(line) for line in lines]  # every line is one JSON object
+    for entry in entries:
+        assert {"ts", "level", "logger", "event", "message"} <= set(entry), entry
+    about_runs = [e for e in entries if str(e.get("event") or "").startswith("run_")]
+    assert about_runs, "no run_* events logged"
+    for entry in about_runs:
+        assert {"job_id", "scheduled_for", "attempt"} <= set(entry), entry

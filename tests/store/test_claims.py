@@ -1,0 +1,226 @@
+"""The worker's SQL on every backend: claims, fencing by attempt, forbid ordering, labels, pruning."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select, update
+
+from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.store import claims
+from schedctl.store.dialect import now_plus
+from schedctl.store.schema import job_events, job_runs, job_state
+
+T0 = datetime(2026, 3, 1, 2, 0, 0, 250000, tzinfo=UTC)
+ANY = [""]
+
+
+def job(job_id: str = "j", **kw: object) -> Job:
+    kw.setdefault("concurrency", Concurrency.ALLOW)
+    return Job(id=job_id, schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true", **kw)
+
+
+def ticks(n: int, start: datetime = T0) -> list[datetime]:
+    return [start + timedelta(minutes=i) for i in range(n)]
+
+
+def rows(store, job_id=None):
+    with store.begin() as conn:
+        q = select(job_runs).order_by(job_runs.c.job_id, job_runs.c.scheduled_for)
+        if job_id:
+            q = q.where(job_runs.c.job_id == job_id)
+        return conn.execute(q).mappings().all()
+
+
+def claim(store, identity="w1", limit=10, labels=ANY, stale_after=60.0):
+    with store.begin() as conn:
+        return claims.claim(conn, identity, limit, labels, stale_after)
+
+
+def test_claim_takes_a_batch_in_scheduled_order_and_marks_it_running(store):
+    with store.begin() as conn:
+        assert claims.queue_runs(conn, job(), ticks(5)) == 5
+    first = claim(store, limit=3)
+    assert [c.scheduled_for for c in first] == ticks(3)
+    assert all(c.attempt == 1 and c.took_over_from is None and c.snapshot["command"] == "true" for c in first)
+    assert [c.scheduled_for for c in claim(store, limit=3)] == ticks(5)[3:]
+    assert claim(store) == []
+    got = rows(store)
+    assert {r["state"] for r in got} == {"running"}
+    assert {r["worker"] for r in got} == {"w1"}
+    assert all(r["heartbeat_at"] is not None and r["started_at"] is not None for r in got)
+
+
+def test_concurrent_claimers_never_take_the_same_run(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job(), ticks(40))
+    taken: list[tuple[str, datetime]] = []
+    lock = threading.Lock()
+
+    def claimer(name: str) -> None:
+        while True:
+            got = claim(store, identity=name, limit=3)
+            if not got:
+                return
+            with lock:
+                taken.extend(c.key for c in got)
+
+    threads = [threading.Thread(target=claimer, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(taken) == [("j", t) for t in ticks(40)]
+    assert all(r["attempt"] == 1 for r in rows(store))
+
+
+def test_a_run_waits_for_its_not_before(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job(), ticks(2))
+        conn.execute(update(job_runs).where(job_runs.c.scheduled_for == T0).values(not_before=now_plus(30)))
+    assert [c.scheduled_for for c in claim(store)] == [ticks(2)[1]]
+
+
+def test_forbid_runs_one_at_a_time_in_scheduled_order(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("f", concurrency=Concurrency.FORBID), ticks(3))
+        claims.queue_runs(conn, job("a"), ticks(1))
+    first = claim(store)
+    assert sorted((c.job_id, c.scheduled_for) for c in first) == [("a", T0), ("f", T0)]
+    assert claim(store) == []  # f is running: its later runs wait
+    done = next(c for c in first if c.job_id == "f")
+    with store.begin() as conn:
+        assert claims.record(conn, claims.Outcome("f", T0, done.attempt, "succeeded", exit_status=0))
+    assert [c.scheduled_for for c in claim(store)] == [ticks(3)[1]]
+    assert [r["exclusive"] for r in rows(store, "f")] == [None, 1, None]
+
+
+def test_forbid_skips_a_run_the_exclusive_index_refuses(store):
+    """The backstop for a lost race: the database refuses a second executing run, and the claimer moves on."""
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("f", concurrency=Concurrency.FORBID), ticks(1))
+        claims.queue_runs(conn, job("a"), ticks(1, T0 + timedelta(hours=1)))
+        # A finished row that still holds the exclusive slot, as a concurrent claimer would.
+        conn.execute(
+            job_runs.insert().values(
+                job_id="f",
+                scheduled_for=T0 - timedelta(days=1),
+                state="succeeded",
+                queued_at=T0,
+                exclusive=1,
+                labels_key="",
+                concurrency="forbid",
+            )
+        )
+    assert [c.job_id for c in claim(store)] == ["a"]
+    assert [r["state"] for r in rows(store, "f")] == ["succeeded", "queued"]
+
+
+def test_labels_limit_claims_to_subsets_of_the_workers_labels(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("plain"), ticks(1))
+        claims.queue_runs(conn, job("on_a", labels={"host": "a"}), ticks(1))
+        claims.queue_runs(conn, job("on_b", labels={"host": "b"}), ticks(1))
+        claims.queue_runs(conn, job("on_a_x", labels={"host": "a", "zone": "x"}), ticks(1))
+    keys = claims.label_keys({"host": "a"})
+    assert sorted(keys) == ["", "host=a"]
+    assert sorted(c.job_id for c in claim(store, labels=keys)) == ["on_a", "plain"]
+    both = claims.label_keys({"zone": "x", "host": "a"})
+    assert sorted(both) == ["", "host=a", "host=a,zone=x", "zone=x"]
+    assert [c.job_id for c in claim(store, labels=both)] == ["on_a_x"]
+
+
+def test_stale_run_is_taken_over_and_the_old_attempt_is_fenced_off(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job(), ticks(1))
+    (mine,) = claim(store, identity="w1")
+    assert claim(store, identity="w2", stale_after=5) == []  # fresh heartbeat: not stale
+    with store.begin() as conn:
+        conn.execute(update(job_runs).values(heartbeat_at=now_plus(-10), checkpoint={"done": 7}))
+    (theirs,) = claim(store, identity="w2", stale_after=5)
+    assert (theirs.attempt, theirs.took_over_from, theirs.checkpoint) == (2, "w1", {"done": 7})
+    with store.begin() as conn:
+        beat = claims.heartbeat(conn, "w1", [("j", T0, mine.attempt)])
+        assert beat.lost == [("j", T0)]
+        assert not claims.save_checkpoint(conn, "j", T0, mine.attempt, {"done": 1})
+        assert not claims.record(conn, claims.Outcome("j", T0, mine.attempt, "failed", exit_status=1))
+        assert claims.heartbeat(conn, "w2", [("j", T0, theirs.attempt)]).lost == []
+    (row,) = rows(store)
+    assert (row["state"], row["worker"], row["attempt"], row["checkpoint"]) == (
+        "running",
+        "w2",
+        2,
+        {"done": 7},
+    )
+
+
+def test_heartbeat_reports_cancel_requests_and_beats_all_runs_at_once(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job(), ticks(3))
+    got = claim(store)
+    with store.begin() as conn:
+        conn.execute(update(job_runs).values(heartbeat_at=now_plus(-30)))
+        conn.execute(update(job_runs).where(job_runs.c.scheduled_for == T0).values(cancel_requested=True))
+        beat = claims.heartbeat(conn, "w1", [(c.job_id, c.scheduled_for, c.attempt) for c in got])
+    assert beat.lost == [] and beat.cancel == [("j", T0)]
+    assert claim(store, identity="w2", stale_after=10) == []  # every heartbeat moved
+
+
+def test_retry_and_hand_back_requeue_without_the_worker(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("r", concurrency=Concurrency.FORBID), ticks(1))
+        claims.queue_runs(conn, job("h", concurrency=Concurrency.FORBID), ticks(1))
+    got = {c.job_id: c for c in claim(store)}
+    with store.begin() as conn:
+        retry = claims.Outcome("r", T0, got["r"].attempt, "queued", exit_status=2, retry_after=30, error="x")
+        assert claims.record(conn, retry)
+        back = claims.Outcome(
+            "h", T0, got["h"].attempt, "queued", exit_status=143, checkpoint={"i": 3}, save_checkpoint=True
+        )
+        assert claims.record(conn, back)
+    r, h = rows(store, "r")[0], rows(store, "h")[0]
+    assert (r["state"], r["failures"], r["worker"], r["exclusive"], r["exit_status"]) == (
+        "queued",
+        1,
+        None,
+        None,
+        2,
+    )
+    assert r["not_before"] > datetime.now(UTC) + timedelta(seconds=20)
+    assert (h["state"], h["failures"], h["worker"], h["heartbeat_at"], h["checkpoint"]) == (
+        "queued",
+        0,
+        None,
+        None,
+        {"i": 3},
+    )
+    assert [c.job_id for c in claim(store)] == ["h"]  # the retry waits for its backoff
+    assert rows(store, "h")[0]["attempt"] == 2
+
+
+def test_prune_keeps_the_limits_and_moves_history_start_past_every_pruned_tick(store):
+    instants = ticks(20)
+    states = ["succeeded"] * 6 + ["failed"] * 4 + ["timed_out"] * 2 + ["skipped"] * 3 + ["succeeded"] * 4
+    states += ["queued"]
+    with store.begin() as conn:
+        conn.execute(
+            job_runs.insert(),
+            [
+                dict(job_id="p", scheduled_for=t, state=s, queued_at=t, labels_key="", concurrency="allow")
+                for t, s in zip(instants, states, strict=True)
+            ],
+        )
+        conn.execute(job_state.insert().values(job_id="p", schedule_key="k", defined_at=T0, updated_at=T0))
+        pruned = claims.prune(conn, ["p", "absent"], keep_succeeded=3, keep_failed=2)
+        history_start = conn.execute(select(job_state.c.history_start)).scalar_one()
+        events = conn.execute(select(job_events.c.kind)).scalars().all()
+    left = [(r["scheduled_for"], r["state"]) for r in rows(store, "p")]
+    # Kept: failures at 10, 11 (timed_out), successes at 16, 17, 18, the queued one at 19. The newest pruned
+    # tick is the success at 15, so the skipped rows before it go and history starts just after it.
+    assert left == [(instants[i], states[i]) for i in (10, 11, 16, 17, 18, 19)]
+    assert pruned == {"p": 14}
+    assert history_start == instants[15] + timedelta(microseconds=1)
+    assert events == ["pruned"]
+    with store.begin() as conn:
+        assert claims.prune(conn, ["p"], keep_succeeded=3, keep_failed=2) == {}

@@ -1,0 +1,182 @@
+"""The leader's writes, on every backend: fenced, idempotent, and honest about concurrency."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select
+
+from schedctl import lease
+from schedctl.errors import NotLeader
+from schedctl.job import CatchUp, Concurrency, Job, RunState
+from schedctl.planner import Tick
+from schedctl.store.dispatch import Fence, StateChange, dispatch, load_held, load_states, record_changes
+from schedctl.store.schema import job_events, job_runs, job_state
+
+T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def _job(job_id: str = "j", concurrency: Concurrency = Concurrency.ALLOW) -> Job:
+    return Job(job_id, "* * * * *", "UTC", CatchUp.SKIP, ("echo", "hi"), concurrency=concurrency)
+
+
+def _lead(store: Any, identity: str = "a", duration: float = 30.0) -> Fence:
+    result = lease.acquire_or_renew(store, "cron", identity, duration)
+    assert result.held and result.term is not None
+    return Fence("cron", identity, result.term)
+
+
+def _define(store: Any, fence: Fence, *jobs: Job) -> None:
+    record_changes(store, fence, [StateChange(j.id, "defined", j.schedule_key) for j in jobs], T0)
+
+
+def _rows(store: Any) -> list[tuple[Any, ...]]:
+    query = select(job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.state, job_runs.c.reason)
+    with store.connect() as conn:
+        return [tuple(r) for r in conn.execute(query.order_by(job_runs.c.job_id, job_runs.c.scheduled_for))]
+
+
+def _queued(job_id: str, at: datetime) -> Tick:
+    return Tick(job_id, at, RunState.QUEUED)
+
+
+def test_dispatch_inserts_the_run_row_with_its_snapshot_and_moves_last_dispatched(store: Any) -> None:
+    fence = _lead(store)
+    j = _job()
+    _define(store, fence, j)
+    result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    assert result.inserted == 1
+    with store.connect() as conn:
+        row = conn.execute(select(job_runs)).one()
+    assert row.state == "queued" and row.term == fence.term and row.attempt == 0 and not row.manual
+    assert row.snapshot["command"] == ["echo", "hi"] and row.concurrency == "allow"
+    assert load_states(store)["j"].last_dispatched == T0 + timedelta(minutes=1)
+
+
+def test_the_same_tick_twice_is_claimed_once(store: Any) -> None:
+    fence = _lead(store)
+    j = _job()
+    _define(store, fence, j)
+    tick = _queued("j", T0 + timedelta(minutes=1))
+    assert dispatch(store, fence, [tick], {"j": j}, T0).inserted == 1
+    assert dispatch(store, fence, [tick], {"j": j}, T0).inserted == 0
+    assert len(_rows(store)) == 1
+
+
+def test_last_dispatched_never_moves_back(store: Any) -> None:
+    fence = _lead(store)
+    j = _job()
+    _define(store, fence, j)
+    dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=5))], {"j": j}, T0)
+    dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=2))], {"j": j}, T0)
+    assert load_states(store)["j"].last_dispatched == T0 + timedelta(minutes=5)
+
+
+def test_a_deposed_leaders_write_is_fenced_off(store: Any) -> None:
+    old = _lead(store, "old", duration=0.3)
+    j = _job()
+    _define(store, old, j)
+    time.sleep(0.5)
+    new = _lead(store, "new")
+    assert new.term > old.term
+    with pytest.raises(NotLeader):
+        dispatch(store, old, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    with pytest.raises(NotLeader):
+        record_changes(store, old, [StateChange("k", "defined", "x")], T0)
+    assert _rows(store) == []
+    assert load_states(store)["j"].last_dispatched == T0  # not moved by the stale write
+
+
+def test_an_expired_lease_fences_its_own_holder(store: Any) -> None:
+    fence = _lead(store, "a", duration=0.2)
+    time.sleep(0.4)
+    with pytest.raises(NotLeader):
+        dispatch(store, fence, [_queued("j", T0)], {"j": _job()}, T0)
+
+
+def _active_run(store: Any, job: Job, at: datetime, state: str) -> None:
+    with store.begin() as conn:
+        conn.execute(
+            insert(job_runs).values(
+                job_id=job.id,
+                scheduled_for=at,
+                state=state,
+                manual=False,
+                attempt=1,
+                failures=0,
+                queued_at=at,
+                labels_key="",
+                concurrency=str(job.concurrency),
+                cancel_requested=False,
+            )
+        )
+
+
+def test_forbid_records_the_tick_as_skipped_while_a_run_is_active(store: Any) -> None:
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.FORBID)
+    _define(store, fence, j)
+    _active_run(store, j, T0, "running")
+    result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    assert [t.reason for t in result.skipped] == ["concurrency"]
+    assert _rows(store)[-1][2:] == ("skipped", "concurrency")
+    assert load_states(store)["j"].last_dispatched == T0 + timedelta(minutes=1)  # decided, so it advances
+
+
+def test_forbid_queues_when_nothing_is_active_but_only_one_tick_per_batch(store: Any) -> None:
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.FORBID)
+    _define(store, fence, j)
+    ticks = [_queued("j", T0 + timedelta(minutes=k)) for k in (1, 2)]
+    dispatch(store, fence, ticks, {"j": j}, T0)
+    assert [r[2:] for r in _rows(store)] == [("queued", None), ("skipped", "concurrency")]
+
+
+def test_forbid_never_skips_catch_up_ticks_of_catch_up_all(store: Any) -> None:
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.FORBID)
+    _define(store, fence, j)
+    _active_run(store, j, T0, "running")
+    ticks = [Tick("j", T0 + timedelta(minutes=k), RunState.QUEUED, catch_up=True) for k in (1, 2)]
+    dispatch(store, fence, ticks, {"j": j}, T0)
+    assert [r[2] for r in _rows(store)] == ["running", "queued", "queued"]  # the worker runs them one by one
+
+
+def test_replace_asks_the_active_run_to_stop_and_queues_the_new_one(store: Any) -> None:
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.REPLACE)
+    other = _job("other", concurrency=Concurrency.ALLOW)
+    _define(store, fence, j, other)
+    _active_run(store, j, T0, "running")
+    _active_run(store, other, T0, "running")
+    dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j, "other": other}, T0)
+    with store.connect() as conn:
+        flags = dict(
+            conn.execute(
+                select(job_runs.c.job_id, job_runs.c.cancel_requested).where(job_runs.c.scheduled_for == T0)
+            ).all()
+        )
+        new = conn.execute(
+            select(job_runs.c.state, job_runs.c.cancel_requested).where(
+                job_runs.c.scheduled_for == T0 + timedelta(minutes=1)
+            )
+        ).one()
+    assert flags == {"j": True, "other": False}
+    assert tuple(new) == ("queued", False)
+
+
+def test_a_refusal_holds_the_job_and_is_journaled(store: Any) -> None:
+    fence = _lead(store)
+    j = _job()
+    _define(store, fence, j)
+    tick = Tick("j", T0 + timedelta(minutes=1), RunState.SKIPPED, "catch_up_refused", "too many")  # type: ignore[arg-type]
+    dispatch(store, fence, [tick], {"j": j}, T0, refusals={"j": "too many"})
+    held = load_held(store)
+    assert set(held) == {"j"} and held["j"].refused_at == T0
+    with store.connect() as conn:
+        kinds = [r.kind for r in conn.execute(select(job_events).order_by(job_events.c.id))]
+        detail = conn.execute(select(job_state.c.refused_detail)).scalar_one()
+    assert kinds == ["defined", "refused"] and detail == "too many"

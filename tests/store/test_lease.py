@@ -1,0 +1,265 @@
+"""Leader election on every backend: one winner, terms, history, release, fencing, and no local clock."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from sqlalchemy import select
+
+from schedctl import lease
+from schedctl.errors import NotLeader
+from schedctl.store import open_store
+from schedctl.store.dialect import insert_ignore, select_db_now
+from schedctl.store.schema import job_runs
+
+NAME = "cron"
+
+
+def _url(store) -> str:
+    return store.url.render_as_string(hide_password=False)
+
+
+def _race(url: str, identities: list[str], duration: float) -> dict[str, lease.LeaseResult]:
+    """Every identity, on its own engine, attempts at the same instant."""
+    stores = [open_store(url) for _ in identities]
+    for st in stores:  # connect first, so the race is between statements, not between connection set-ups
+        lease.db_time(st)
+    barrier = threading.Barrier(len(identities))
+    results: dict[str, lease.LeaseResult] = {}
+
+    def attempt(st, identity):
+        barrier.wait()
+        results[identity] = lease.acquire_or_renew(st, NAME, identity, duration)
+
+    threads = [threading.Thread(target=attempt, args=pair) for pair in zip(stores, identities, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for st in stores:
+        st.dispose()
+    return results
+
+
+def test_racing_candidates_for_a_new_lease_elect_exactly_one(store):
+    results = _race(_url(store), ["a", "b", "c", "d"], 30)
+    winners = [who for who, r in results.items() if r.held]
+    assert len(winners) == 1 and len(results) == 4
+    assert {r.term for r in results.values()} == {1}
+    assert {r.holder for r in results.values()} == {winners[0]}
+    assert [t.holder for t in lease.history(store, NAME)] == winners
+
+
+def test_racing_candidates_for_a_lapsed_lease_elect_exactly_one_next_term(store):
+    lease.acquire_or_renew(store, NAME, "old", -1)  # lapsed at once, by the database's clock
+    results = _race(_url(store), ["a", "b", "c", "d"], 30)
+    winners = [who for who, r in results.items() if r.held]
+    assert len(winners) == 1
+    assert results[winners[0]].term == 2 and results[winners[0]].new_term
+    terms = lease.history(store, NAME)
+    assert [(t.term, t.holder, t.end_reason) for t in terms] == [(2, winners[0], None), (1, "old", "expired")]
+
+
+def test_renewal_keeps_the_term_and_moves_the_expiry(store):
+    first = lease.acquire_or_renew(store, NAME, "a", 30)
+    again = lease.acquire_or_renew(store, NAME, "a", 30)
+    assert (first.held, first.term, first.new_term) == (True, 1, True)
+    assert (again.held, again.term, again.new_term) == (True, 1, False)
+    assert again.expires_at > first.expires_at
+    assert abs((again.expires_at - again.db_now).total_seconds() - 30) < 1
+    (term,) = lease.history(store, NAME)
+    state = lease.current(store, NAME)
+    assert (term.term, term.holder, term.ended_at) == (1, "a", None)
+    assert term.renewed_at == state.renewed_at and term.expires_at == state.expires_at == again.expires_at
+    assert state.acquired_at == term.acquired_at < state.renewed_at
+
+
+def test_a_live_lease_is_not_taken_and_the_loser_learns_who_holds_it(store):
+    lease.acquire_or_renew(store, NAME, "a", 30)
+    other = lease.acquire_or_renew(store, NAME, "b", 30)
+    assert (other.held, other.holder, other.term, other.new_term) == (False, "a", 1, False)
+    assert lease.current(store, NAME).holder == "a"
+
+
+def test_expiry_lets_another_win_the_next_term_and_history_records_it(store):
+    held = lease.acquire_or_renew(store, NAME, "a", 0.3)
+    assert not lease.acquire_or_renew(store, NAME, "b", 30).held
+    time.sleep(0.4)
+    taken = lease.acquire_or_renew(store, NAME, "b", 30)
+    assert (taken.held, taken.term, taken.new_term) == (True, 2, True)
+    assert taken.previous_tzdata == lease.tzdata_version()
+    new, old = lease.history(store, NAME)
+    assert (new.term, new.holder, new.ended_at, new.end_reason) == (2, "b", None, None)
+    assert (old.term, old.holder, old.end_reason) == (1, "a", "expired")
+    assert old.ended_at == old.expires_at == held.expires_at
+    assert lease.current(store, NAME).transitions == 1
+    # The old holder, back from its pause, is refused: the lease is live and someone else's.
+    assert not lease.acquire_or_renew(store, NAME, "a", 30).held
+
+
+def test_own_lapsed_lease_taken_again_is_a_new_term(store):
+    lease.acquire_or_renew(store, NAME, "a", -1)
+    again = lease.acquire_or_renew(store, NAME, "a", 30)
+    assert (again.held, again.term, again.new_term) == (True, 2, True)
+    assert [(t.term, t.end_reason) for t in lease.history(store, NAME)] == [(2, None), (1, "expired")]
+
+
+def test_release_hands_over_at_the_next_attempt(store):
+    mine = lease.acquire_or_renew(store, NAME, "a", 300)
+    assert not lease.acquire_or_renew(store, NAME, "b", 300).held
+    assert not lease.release(store, NAME, "a", mine.term + 1)  # not that term
+    assert not lease.release(store, NAME, "b", mine.term)  # not b's
+    assert lease.release(store, NAME, "a", mine.term)
+    taken = lease.acquire_or_renew(store, NAME, "b", 300)
+    assert (taken.held, taken.term) == (True, 2)
+    new, old = lease.history(store, NAME)
+    assert (old.holder, old.end_reason) == ("a", "released")
+    assert old.ended_at <= new.acquired_at
+    assert not lease.release(store, NAME, "a", mine.term)
+
+
+def test_history_is_newest_first_and_limited(store):
+    for i in range(4):
+        result = lease.acquire_or_renew(store, NAME, f"h{i}", 300)
+        lease.release(store, NAME, f"h{i}", result.term)
+    assert [t.term for t in lease.history(store, NAME, limit=3)] == [4, 3, 2]
+    assert lease.history(store, "other") == [] and lease.current(store, "other") is None
+
+
+def _dispatch(store, identity, term, job_id):
+    """What the scheduler does: fence first, then write, in one transaction."""
+    with store.begin() as conn:
+        lease.fence(conn, NAME, identity, term)
+        now = select_db_now(conn)
+        row = dict(job_id=job_id, scheduled_for=now, state="queued", queued_at=now)
+        insert_ignore(conn, job_runs, [row])
+
+
+def _runs(store):
+    with store.connect() as conn:
+        return conn.execute(select(job_runs.c.job_id).order_by(job_runs.c.job_id)).scalars().all()
+
+
+def test_fence_rejects_a_stale_term_so_the_ex_leaders_write_never_lands(store):
+    old = lease.acquire_or_renew(store, NAME, "a", 0.3)
+    _dispatch(store, "a", old.term, "written-while-leader")
+    time.sleep(0.4)
+    new = lease.acquire_or_renew(store, NAME, "b", 30)
+    with pytest.raises(NotLeader, match="held by b in term 2, not by a in term 1"):
+        _dispatch(store, "a", old.term, "stale-write")
+    _dispatch(store, "b", new.term, "written-by-new-leader")
+    assert _runs(store) == ["written-by-new-leader", "written-while-leader"]
+
+
+def test_fence_rejects_a_lapsed_lease_nobody_took_yet(store):
+    old = lease.acquire_or_renew(store, NAME, "a", -1)
+    with pytest.raises(NotLeader, match="lapsed"):
+        _dispatch(store, "a", old.term, "too-late")
+    with pytest.raises(NotLeader, match="has no holder"), store.begin() as conn:
+        lease.fence(conn, "never-held", "a", 1)
+    assert _runs(store) == []
+
+
+def test_a_takeover_waits_for_the_fenced_dispatch_to_commit(store):
+    """The shared lock fence() takes means no one acquires the lease in the middle of a dispatch."""
+    mine = lease.acquire_or_renew(store, NAME, "a", 0.3)
+    other = open_store(_url(store))
+    lease.db_time(other)
+    taken: list[lease.LeaseResult] = []
+    with store.begin() as conn:
+        lease.fence(conn, NAME, "a", mine.term)
+        time.sleep(0.4)  # the lease lapses while the dispatch transaction is still open
+        thief = threading.Thread(target=lambda: taken.append(lease.acquire_or_renew(other, NAME, "b", 30)))
+        thief.start()
+        thief.join(timeout=0.5)
+        assert thief.is_alive() and not taken  # blocked on the lease row until this transaction ends
+    thief.join(timeout=30)
+    other.dispose()
+    assert taken and taken[0].held and taken[0].term == 2
+
+
+@pytest.fixture
+def faketime():
+    path = shutil.which("faketime")
+    if path is None:
+        pytest.skip("libfaketime is not installed (Debian: apt-get install faketime)")
+    return path
+
+
+ATTEMPT = """
+import datetime, sys
+from schedctl import lease
+from schedctl.store import open_store
+st = open_store(sys.argv[1])
+r = lease.acquire_or_renew(st, "cron", sys.argv[2], float(sys.argv[3]))
+print(datetime.datetime.now(datetime.UTC).isoformat(), r.held, r.term, r.db_now.isoformat(), r.expires_at.isoformat())
+"""
+
+
+def _attempt_with_skew(faketime, url, identity, duration, skew):
+    env = dict(os.environ, FAKETIME_DONT_FAKE_MONOTONIC="1")
+    done = subprocess.run(
+        [faketime, "-f", skew, sys.executable, "-c", ATTEMPT, url, identity, str(duration)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    local, held, term, db_now, expires = done.stdout.split()
+    from datetime import datetime
+
+    return (
+        datetime.fromisoformat(local),
+        held == "True",
+        int(term),
+        datetime.fromisoformat(db_now),
+        datetime.fromisoformat(expires),
+    )
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("skew", ["+10m", "-10m"])
+def test_a_replica_with_a_skewed_clock_neither_steals_nor_misjudges_the_lease(store, faketime, skew):
+    if store.dialect == "sqlite":
+        pytest.skip(
+            "SQLite's clock is the host's own: one host, one clock (SQLite is documented one-host only)"
+        )
+    url = _url(store)
+    held = lease.acquire_or_renew(store, NAME, "honest", 5)
+    local, won, term, db_now, _ = _attempt_with_skew(faketime, url, "skewed", 30, skew)
+    assert abs((local - db_now).total_seconds()) > 500  # the replica really believes another time
+    assert (won, term) == (False, held.term)  # +10m would make a local-clock judge think it lapsed long ago
+    assert lease.current(store, NAME).holder == "honest"
+    # Once the lease really lapses (by the database's clock) the skewed replica wins, and its expiry is
+    # the database's now plus its duration, not its own clock's.
+    lease.release(store, NAME, "honest", held.term)
+    local, won, term, db_now, expires = _attempt_with_skew(faketime, url, "skewed", 30, skew)
+    assert (won, term) == (True, held.term + 1)
+    assert abs((expires - db_now).total_seconds() - 30) < 1
+    assert abs((db_now - lease.db_time(store)).total_seconds()) < 30
+    assert lease.acquire_or_renew(store, NAME, "honest", 5).held is False
+
+
+def test_tzdata_version_names_its_source():
+    version = lease.tzdata_version()
+    assert version.split()[0] in ("system", "tzdata") and len(version) <= 32
+
+
+def test_no_term_is_lost_when_the_lease_row_is_deleted(store):
+    """A hand-deleted lease row must not restart terms at 1 (the history's primary key would collide)."""
+    from schedctl.store.schema import scheduler_lease
+
+    lease.acquire_or_renew(store, NAME, "a", -1)
+    lease.acquire_or_renew(store, NAME, "b", -1)
+    with store.begin() as conn:
+        conn.execute(scheduler_lease.delete())
+    again = lease.acquire_or_renew(store, NAME, "c", 30)
+    assert (again.held, again.term, again.new_term) == (True, 3, True)
+    assert [t.end_reason for t in lease.history(store, NAME)] == [None, "expired", "expired"]

@@ -1,0 +1,159 @@
+"""The embedded Alembic migrations build exactly the model, on every backend, and say what to run when not."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
+
+from schedctl.errors import SchemaMismatch
+from schedctl.store import migrate, open_store
+from schedctl.store.schema import metadata
+from schedctl.store.types import UTCDateTime
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _differences(conn, target=metadata):
+    context = MigrationContext.configure(
+        conn, opts={"compare_type": migrate.compare_type, "version_table": migrate.VERSION_TABLE}
+    )
+    return compare_metadata(context, target)
+
+
+@pytest.fixture
+def empty(db_url):
+    st = open_store(db_url)
+    yield st
+    st.dispose()
+
+
+def test_upgrading_an_empty_database_gives_exactly_the_model(empty):
+    result = migrate.upgrade(empty)
+    assert (result.before, result.after) == (None, migrate.head_revision())
+    with empty.connect() as conn:
+        assert _differences(conn) == []
+        tables = set(inspect(conn).get_table_names())
+    assert tables == set(metadata.tables) | {migrate.VERSION_TABLE}
+
+
+def test_the_comparison_notices_a_timestamp_that_lost_its_zone_or_microseconds(empty):
+    """Guards the comparator: UTCDateTime against a plain DATETIME / timestamp without zone is a difference."""
+    if empty.dialect == "sqlite":
+        pytest.skip("SQLite stores every datetime as text; there is no zone or precision to lose")
+    with empty.begin() as conn:
+        conn.execute(text("CREATE TABLE probe (id INTEGER PRIMARY KEY, at TIMESTAMP NULL)"))
+    model = MetaData()
+    Table("probe", model, Column("id", Integer, primary_key=True), Column("at", UTCDateTime))
+    with empty.connect() as conn:
+        diffs = _differences(conn, model)
+    assert [d[0][0] for d in diffs] == ["modify_type"], diffs
+
+
+def test_upgrade_is_idempotent(empty):
+    first = migrate.upgrade(empty)
+    second = migrate.upgrade(empty)
+    assert first.changed and not second.changed
+    assert second.before == second.after == migrate.head_revision()
+    with empty.connect() as conn:
+        assert conn.execute(text(f"SELECT count(*) FROM {migrate.VERSION_TABLE}")).scalar_one() == 1
+
+
+def test_check_is_not_ok_on_an_empty_database_and_says_what_to_run(empty):
+    status = migrate.check(empty)
+    assert status.current is None and not status.ok and status.head == migrate.head_revision()
+    with pytest.raises(SchemaMismatch, match=r"no schedctl schema.*run `schedctl db upgrade`"):
+        migrate.require_current(empty)
+
+
+def test_check_is_ok_after_upgrade(empty):
+    migrate.upgrade(empty)
+    status = migrate.check(empty)
+    assert status.ok and status.current == status.head and status.known
+    assert migrate.require_current(empty) == status
+
+
+def test_a_database_upgraded_by_a_newer_schedctl_is_refused(empty):
+    migrate.upgrade(empty)
+    with empty.begin() as conn:
+        conn.execute(text(f"UPDATE {migrate.VERSION_TABLE} SET version_num = '9999'"))
+    status = migrate.check(empty)
+    assert (status.current, status.ok, status.newer) == ("9999", False, True)
+    with pytest.raises(SchemaMismatch, match=r"at revision 9999.*upgraded by a newer schedctl"):
+        migrate.require_current(empty)
+    with pytest.raises(SchemaMismatch, match="newer schedctl"):
+        migrate.upgrade(empty)
+
+
+def test_an_older_schema_names_both_revisions(empty):
+    migrate.upgrade(empty)
+    status = migrate.SchemaStatus(current="0000", head="0001", ok=False, known=True)
+    message = migrate.mismatch_message(status, "sqlite file x.db")
+    assert message == (
+        "database schema on sqlite file x.db is at revision 0000, this schedctl needs 0001: "
+        "run `schedctl db upgrade`"
+    )
+
+
+def test_everything_lands_in_the_search_path_schema_version_table_too(db_url):
+    if not db_url.startswith("postgresql"):
+        pytest.skip("search_path is PostgreSQL's")
+    st = open_store(db_url)
+    try:
+        migrate.upgrade(st)
+        with st.connect() as conn:
+            schema = conn.execute(text("SELECT current_schema()")).scalar_one()
+            rows = conn.execute(
+                text(
+                    "SELECT table_schema, table_name FROM information_schema.tables WHERE table_name = ANY(:n)"
+                ),
+                {"n": [*metadata.tables, migrate.VERSION_TABLE]},
+            ).all()
+    finally:
+        st.dispose()
+    assert schema != "public"
+    assert sorted(rows) == sorted((schema, name) for name in [*metadata.tables, migrate.VERSION_TABLE])
+
+
+def test_the_migrations_resolve_as_package_files():
+    folder = migrate.migrations_dir()
+    assert (folder / "env.py").is_file() and (folder / "script.py.mako").is_file()
+    assert [p.name for p in sorted((folder / "versions").glob("*.py"))][0] == "0001_initial.py"
+
+
+@pytest.mark.slow
+def test_a_non_editable_install_runs_the_migrations(tmp_path):
+    """Build the wheel as `pip install .` would, unpack it, and upgrade a database from that copy alone."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(tmp_path / "dist")],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("schedctl-*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        zf.extractall(site)
+    assert "schedctl/store/migrations/env.py" in names
+    assert "schedctl/store/migrations/versions/0001_initial.py" in names
+    db = tmp_path / "installed.db"
+    program = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import schedctl;"
+        "assert schedctl.__file__.startswith(sys.argv[1]), schedctl.__file__;"
+        "from schedctl.store import open_store; from schedctl.store.migrate import upgrade, check;"
+        "s = open_store(sys.argv[2]); print(upgrade(s).after, check(s).ok)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(site), f"sqlite:///{db}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == [migrate.head_revision(), "True"]

@@ -1,0 +1,157 @@
+"""The leader loop driven in-process: a FakeClock plans, the real database judges the lease."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+
+from schedctl.clock import FakeClock
+from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.scheduler import Scheduler
+from schedctl.settings import SchedulerSettings
+from schedctl.store.schema import job_events, job_runs, job_state
+
+T0 = datetime(2026, 3, 2, 10, 0, 0, 500000, tzinfo=UTC)
+
+
+def _jobs() -> dict[str, Job]:
+    def job(job_id: str, catch_up: CatchUp, bound: int | None = None) -> Job:
+        return Job(
+            job_id, "* * * * *", "UTC", catch_up, "true", max_catch_up=bound, concurrency=Concurrency.ALLOW
+        )
+
+    return {
+        "skip": job("skip", CatchUp.SKIP),
+        "latest": job("latest", CatchUp.LATEST),
+        "all": job("all", CatchUp.ALL, 10),
+        "bounded": job("bounded", CatchUp.ALL, 2),
+    }
+
+
+def _scheduler(store: Any, clock: FakeClock, identity: str, jobs: dict[str, Job]) -> Scheduler:
+    settings = SchedulerSettings(identity=identity, lease_duration=30, renew_interval=10)
+    return Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+
+
+def _ticks(store: Any, job_id: str) -> list[tuple[str, str, str | None]]:
+    query = (
+        select(job_runs.c.scheduled_for, job_runs.c.state, job_runs.c.reason)
+        .where(job_runs.c.job_id == job_id)
+        .order_by(job_runs.c.scheduled_for)
+    )
+    with store.connect() as conn:
+        return [(r[0].strftime("%H:%M"), r[1], r[2]) for r in conn.execute(query)]
+
+
+def test_each_catch_up_policy_after_an_outage(store: Any) -> None:
+    clock, jobs = FakeClock(T0), _jobs()
+    first = _scheduler(store, clock, "first", jobs)
+    first.turn()
+    assert first.leading
+    clock.advance(120)
+    first.turn()
+    assert _ticks(store, "skip") == [("10:01", "queued", None), ("10:02", "queued", None)]
+    first.resign()
+
+    clock.advance(600)  # no scheduler for ten minutes: 10:03 .. 10:12 pass unseen
+    second = _scheduler(store, clock, "second", jobs)
+    second.turn()
+    assert second.leading
+    missed = [f"10:{m:02d}" for m in range(3, 12)]  # older than the 60 s grace at 10:12:00.5
+    assert _ticks(store, "skip")[2:] == [(m, "skipped", "catch_up_skip") for m in missed] + [
+        ("10:12", "queued", None)
+    ]
+    assert _ticks(store, "latest")[2:] == [(m, "skipped", "catch_up_latest") for m in missed] + [
+        ("10:12", "queued", None)
+    ]
+    assert _ticks(store, "all")[2:] == [(m, "queued", None) for m in [*missed, "10:12"]]
+    assert _ticks(store, "bounded")[2:] == [(m, "skipped", "catch_up_refused") for m in [*missed, "10:12"]]
+    with store.connect() as conn:
+        refused = (
+            conn.execute(select(job_state.c.job_id).where(job_state.c.refused_at.is_not(None)))
+            .scalars()
+            .all()
+        )
+        kinds = (
+            conn.execute(select(job_events.c.kind).where(job_events.c.job_id == "bounded")).scalars().all()
+        )
+    assert refused == ["bounded"] and kinds == ["defined", "refused"]
+
+    clock.advance(60)
+    second.turn()
+    assert _ticks(store, "all")[-1] == ("10:13", "queued", None)
+    assert _ticks(store, "bounded")[-1] == (
+        "10:12",
+        "skipped",
+        "catch_up_refused",
+    )  # refused: dispatches nothing
+    second.resign()
+
+
+def test_a_new_job_starts_from_now_and_a_changed_schedule_counts_from_the_change(store: Any) -> None:
+    clock = FakeClock(T0)
+    jobs = {
+        "j": Job(
+            "j", "* * * * *", "UTC", CatchUp.ALL, "true", max_catch_up=100, concurrency=Concurrency.ALLOW
+        )
+    }
+    s = _scheduler(store, clock, "a", jobs)
+    s.turn()
+    assert _ticks(store, "j") == []  # 10:00 is before the job was first seen
+    s.resign()
+    clock.advance(1800)
+    changed = {"j": Job("j", "*/5 * * * *", "UTC", CatchUp.ALL, "true", max_catch_up=100)}
+    s2 = _scheduler(store, clock, "b", changed)
+    s2.turn()
+    assert _ticks(store, "j") == []  # never retroactively under the new schedule
+    clock.advance(300)
+    s2.turn()
+    assert _ticks(store, "j") == [("10:35", "queued", None)]
+    s2.resign()
+
+
+def test_pause_holds_the_job_and_resume_catches_up_from_the_last_tick(store: Any) -> None:
+    clock = FakeClock(T0)
+    jobs = {"j": Job("j", "* * * * *", "UTC", CatchUp.SKIP, "true", concurrency=Concurrency.ALLOW)}
+    s = _scheduler(store, clock, "a", jobs)
+    s.turn()
+    clock.advance(60)
+    s.turn()
+    with store.begin() as conn:
+        conn.execute(update(job_state).values(paused_at=T0))
+    clock.advance(10)  # past the renew interval: the leader re-reads the held jobs
+    s.turn()
+    clock.advance(300)
+    s.turn()
+    assert _ticks(store, "j") == [("10:01", "queued", None)]  # paused: nothing, and last_dispatched stays
+    with store.begin() as conn:
+        conn.execute(update(job_state).values(paused_at=None))
+    clock.advance(10)
+    s.turn()
+    assert [t[1:] for t in _ticks(store, "j")] == [("queued", None)] + [("skipped", "catch_up_skip")] * 4 + [
+        ("queued", None)
+    ]
+    s.resign()
+
+
+def test_a_bad_reload_keeps_the_old_jobs(store: Any, caplog: Any) -> None:
+    from schedctl.errors import ConfigError, Diagnostic
+
+    clock = FakeClock(T0)
+    jobs = {"j": Job("j", "* * * * *", "UTC", CatchUp.SKIP, "true", concurrency=Concurrency.ALLOW)}
+
+    def load() -> dict[str, Job]:
+        raise ConfigError([Diagnostic("jobs.toml", 3, "jobs.j.schedule: bad")])
+
+    s = Scheduler(store, SchedulerSettings(identity="a"), load, clock, jobs=jobs, db_clock=False)
+    s.turn()
+    s.request_reload()
+    clock.advance(60)
+    s.turn()
+    assert [r.message for r in caplog.records if getattr(r, "event", "") == "reload_failed"] == [
+        "job files not reloaded, keeping the old jobs: jobs.toml:3: jobs.j.schedule: bad"
+    ]
+    assert _ticks(store, "j") == [("10:01", "queued", None)]
+    s.resign()

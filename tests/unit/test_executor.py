@@ -1,0 +1,178 @@
+"""One command, run for real: the environment contract, stdin, the output tail, timeouts, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from schedctl.executor import NO_CHECKPOINT, Execution, OutputTail, RunIdentity
+
+RUN = RunIdentity("nightly-export", datetime(2026, 3, 29, 1, 30, 0, 5000, tzinfo=UTC), 3)
+
+
+def snapshot(command, **kw):
+    base = {"command": command, "stdin": None, "env": {}, "pass_env": [], "workdir": None, "user": None,
+            "timeout": None, "grace_period": 1.0, "retries": 0, "retry_backoff": 1.0}
+    base.update(kw)
+    return base
+
+
+def run(tmp_path: Path, command, checkpoint=None, tail_bytes=8192, **kw) -> Execution:
+    execution = Execution(RUN, snapshot(command, **kw), checkpoint, tmp_path / "cp" / "checkpoint.json",
+                          tail_bytes=tail_bytes)
+    deadline = time.monotonic() + 20
+    while not execution.done():
+        assert time.monotonic() < deadline, "the command did not finish"
+        execution.enforce()
+        time.sleep(0.01)
+    return execution
+
+
+def env_of(execution: Execution) -> dict[str, str]:
+    lines = execution.tail.text().split("\0")
+    return dict(line.split("=", 1) for line in lines if "=" in line)
+
+
+def test_the_job_gets_crons_environment_not_the_workers(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDCTL_DATABASE_URL", "postgresql://u:secret@db/prod")
+    monkeypatch.setenv("AWS_PROFILE", "reports")
+    monkeypatch.setenv("SHELL", "/bin/zsh-not-cron")
+    execution = run(tmp_path, ["env", "-0"], pass_env=["AWS_PROFILE", "NOT_SET_ANYWHERE"],
+                    env={"PATH": "/opt/bin:/usr/bin:/bin", "MAILTO": "ops@example.com"})
+    env = env_of(execution)
+    assert execution.returncode == 0
+    assert "SCHEDCTL_DATABASE_URL" not in env and "NOT_SET_ANYWHERE" not in env
+    assert env["AWS_PROFILE"] == "reports" and env["MAILTO"] == "ops@example.com"
+    assert env["PATH"] == "/opt/bin:/usr/bin:/bin"
+    assert env["SHELL"] == "/bin/sh"
+    assert env["USER"] == env["LOGNAME"] and env["HOME"]
+    assert env["SCHEDCTL_JOB_ID"] == "nightly-export"
+    assert env["SCHEDCTL_SCHEDULED_FOR"] == "2026-03-29T01:30:00.005000Z"
+    assert env["SCHEDCTL_ATTEMPT"] == "3"
+    assert env["SCHEDCTL_CHECKPOINT_FILE"] == str(tmp_path / "cp" / "checkpoint.json")
+    assert "SCHEDCTL_CHECKPOINT" not in env
+    assert sorted(env) == sorted(
+        ["HOME", "LOGNAME", "USER", "SHELL", "PATH", "AWS_PROFILE", "MAILTO", "SCHEDCTL_JOB_ID",
+         "SCHEDCTL_SCHEDULED_FOR", "SCHEDCTL_ATTEMPT", "SCHEDCTL_CHECKPOINT_FILE"]
+    )
+
+
+def test_default_path_and_a_string_command_through_the_shell(tmp_path):
+    execution = run(tmp_path, 'echo "$PATH|$0"; exit 4')
+    assert execution.tail.text() == "/usr/bin:/bin|/bin/sh\n"
+    assert execution.returncode == 4
+
+
+def test_a_list_command_runs_without_a_shell(tmp_path):
+    execution = run(tmp_path, ["printf", "%s|", "a b", "$HOME", "; rm -rf /"])
+    assert execution.tail.text() == "a b|$HOME|; rm -rf /|"
+
+
+def test_stdin_is_fed_and_stderr_merged_in_order(tmp_path):
+    execution = run(tmp_path, "cat; echo to-stderr >&2; echo after", stdin="line one\nline two\n")
+    assert execution.tail.text() == "line one\nline two\nto-stderr\nafter\n"
+
+
+def test_output_tail_keeps_only_the_last_bytes(tmp_path):
+    execution = run(tmp_path, "head -c 3000000 /dev/zero | tr '\\0' a; printf END", tail_bytes=100)
+    text = execution.tail.text()
+    assert len(text) == 100 and text.endswith("aaaEND")
+
+
+def test_output_tail_memory_is_bounded():
+    tail = OutputTail(10)
+    for _ in range(1000):
+        tail.feed(b"x" * 65536)
+    assert len(tail._buf) <= 2 * 10 + 65536
+    assert tail.text() == "x" * 10
+
+
+def test_timeout_sends_sigterm_then_sigkill_to_the_whole_group(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    command = f"trap '' TERM; (trap '' TERM; sleep 30) & echo $! > {marker}; sleep 30"
+    start = time.monotonic()
+    execution = run(tmp_path, command, timeout=0.3, grace_period=0.3)
+    elapsed = time.monotonic() - start
+    assert execution.stop_reason == "timeout" and execution.killed
+    assert execution.returncode == 128 + 9
+    assert 0.5 <= elapsed < 5
+    grandchild = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild):
+        assert time.monotonic() < deadline, "the grandchild survived the SIGKILL of its group"
+        time.sleep(0.02)
+
+
+def test_sigterm_lets_a_job_exit_cleanly_inside_its_grace(tmp_path):
+    execution = Execution(RUN, snapshot("trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done",
+                                        grace_period=5), None, tmp_path / "c.json")
+    time.sleep(0.2)
+    execution.stop("shutdown")
+    deadline = time.monotonic() + 5
+    while not execution.done():
+        assert time.monotonic() < deadline
+        execution.enforce()
+        time.sleep(0.01)
+    assert execution.returncode == 0 and not execution.killed
+    assert execution.tail.text().endswith("got-term\n")  # sleep, in the same group, got it too
+
+
+def test_checkpoint_round_trip_and_invalid_json_is_ignored(tmp_path, caplog):
+    cp_file = tmp_path / "cp" / "checkpoint.json"
+    command = 'echo "$SCHEDCTL_CHECKPOINT"; cat "$SCHEDCTL_CHECKPOINT_FILE"; echo'
+    execution = run(tmp_path, command, checkpoint={"offset": 41})
+    assert execution.tail.text() == '{"offset":41}\n{"offset":41}\n'
+    assert execution.read_checkpoint() is NO_CHECKPOINT  # unchanged: nothing new to save
+
+    execution = run(tmp_path, 'printf \'{"offset": 42}\' > "$SCHEDCTL_CHECKPOINT_FILE"')
+    assert execution.read_checkpoint() == {"offset": 42}
+    assert execution.read_checkpoint() is NO_CHECKPOINT
+    assert execution.final_checkpoint() == {"offset": 42}
+
+    with caplog.at_level(logging.WARNING, logger="schedctl.executor"):
+        execution = run(tmp_path, 'printf \'{"offset": \' > "$SCHEDCTL_CHECKPOINT_FILE"')
+        assert execution.read_checkpoint() is NO_CHECKPOINT
+        assert execution.final_checkpoint() is NO_CHECKPOINT
+    events = [(r.event, r.job_id, r.attempt) for r in caplog.records]
+    assert events == [("checkpoint_invalid", "nightly-export", 3)] * 2
+    assert json.loads(cp_file.read_text() + "1}") == {"offset": 1}
+
+
+def test_a_command_that_cannot_start_reports_why(tmp_path):
+    execution = run(tmp_path, ["/nonexistent/program"])
+    assert execution.start_error and "/nonexistent/program" in execution.start_error
+    assert execution.returncode is None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
+def test_run_as_job_user_switches_user_and_home(tmp_path):
+    import pwd
+
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody")
+    execution = Execution(RUN, snapshot("id -un; echo $HOME $USER", user="nobody", workdir="/"), None,
+                          tmp_path / "cp" / "c.json", run_as_job_user=True)
+    while not execution.done():
+        time.sleep(0.01)
+    assert execution.tail.text() == f"nobody\n{nobody.pw_dir} nobody\n"
