@@ -24,7 +24,9 @@ from schedctl.errors import ConfigError, Diagnostic
 from schedctl.job import CatchUp, DstPolicy, Job
 from schedctl.tomlpos import KeyLines, key_lines
 
-MAX_FILE_BYTES = 16 * 1024 * 1024  # job files are small; this bounds memory for a mistaken path
+MAX_FILE_BYTES = 64 * 1024 * 1024  # 100,000 jobs take ~16 MB; this bounds memory for a mistaken path
+
+_TOO_LARGE = f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB: not a job file"
 
 # A key path inside one job (("schedule",), ("env", "PATH"), ("tags", 2)) -> its line, None when unknown.
 LineOf = Callable[[tuple[str | int, ...]], int | None]
@@ -36,24 +38,29 @@ def load_jobs(path: str | Path, now: datetime | None = None) -> dict[str, Job]:
     files = _job_files(Path(path))
     diagnostics: list[Diagnostic] = []
     jobs: dict[str, Job] = {}
-    first_seen: dict[str, str] = {}  # id -> "FILE:LINE" where it was first defined
+    first_seen: dict[str, tuple[str, _Positions]] = {}  # id -> the file that defined it first
     for file in files:
         try:
+            if file.stat().st_size > MAX_FILE_BYTES:  # before reading: a mistaken path may be a disk image
+                diagnostics.append(Diagnostic(str(file), None, _TOO_LARGE))
+                continue
             data = file.read_bytes()
         except OSError as exc:
             diagnostics.append(Diagnostic(str(file), None, f"cannot read: {exc.strerror or exc}"))
             continue
-        found, lines, problems = _load_file(data, str(file), now)
+        found, ids, positions, problems = _load_file(data, str(file), now)
         diagnostics.extend(problems)
-        for job_id, line in lines.items():
-            here = f"{file}:{line}" if line is not None else str(file)
-            if job_id in first_seen:
-                message = f"{render_path(('jobs', job_id))}: duplicate job id (also defined at {first_seen[job_id]})"
-                diagnostics.append(Diagnostic(str(file), line, message))
-            else:
-                first_seen[job_id] = here
+        for job_id in ids:
+            if job_id not in first_seen:
+                first_seen[job_id] = (str(file), positions)
                 if job_id in found:
                     jobs[job_id] = found[job_id]
+                continue
+            other_file, other_positions = first_seen[job_id]
+            other_line = other_positions.line_of(("jobs", job_id))
+            there = f"{other_file}:{other_line}" if other_line is not None else other_file
+            message = f"{render_path(('jobs', job_id))}: duplicate job id (also defined at {there})"
+            diagnostics.append(Diagnostic(str(file), positions.line_of(("jobs", job_id)), message))
     if diagnostics:
         raise ConfigError(diagnostics)
     return dict(sorted(jobs.items()))
@@ -61,7 +68,7 @@ def load_jobs(path: str | Path, now: datetime | None = None) -> dict[str, Job]:
 
 def loads_jobs(text: str | bytes, filename: str, now: datetime | None = None) -> dict[str, Job]:
     """The jobs in one document; ``filename`` is what error lines name."""
-    jobs, _, diagnostics = _load_file(text, filename, now)
+    jobs, _, _, diagnostics = _load_file(text, filename, now)
     if diagnostics:
         raise ConfigError(diagnostics)
     return dict(sorted(jobs.items()))
@@ -109,16 +116,29 @@ def _job_files(path: Path) -> list[Path]:
     raise ConfigError([Diagnostic(str(path), None, "cannot read job definitions: no such file or directory")])
 
 
+class _Positions:
+    """Key lines, scanned only when an error needs one: a valid file (the common, large case) never is."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._found: KeyLines | None = None
+
+    def line_of(self, path: tuple[str | int, ...]) -> int | None:
+        if self._found is None:
+            self._found = key_lines(self._text)
+        return self._found.line_of(path)
+
+
 def _load_file(
     data: str | bytes, filename: str, now: datetime | None
-) -> tuple[dict[str, Job], dict[str, int | None], list[Diagnostic]]:
-    """(valid jobs, line of every declared id, diagnostics) for one document."""
+) -> tuple[dict[str, Job], list[str], _Positions, list[Diagnostic]]:
+    """(valid jobs, every declared id, where keys are, diagnostics) for one document."""
     try:
         text = _decode(data)
         document = _parse(text)
     except Invalid as exc:
-        return {}, {}, [Diagnostic(filename, exc.line, exc.message)]
-    positions = key_lines(text)
+        return {}, [], _Positions(""), [Diagnostic(filename, exc.line, exc.message)]
+    positions = _Positions(text)
     diagnostics: list[Diagnostic] = []
     tables = _job_tables(document, filename, positions, diagnostics)
     jobs: dict[str, Job] = {}
@@ -131,9 +151,8 @@ def _load_file(
         job = _build_job(job_id, table, filename, line_of, when, diagnostics)
         if job is not None:
             jobs[job_id] = job
-    lines = {job_id: positions.line_of(("jobs", job_id)) for job_id in tables}
     diagnostics.sort(key=lambda d: d.line or 0)
-    return jobs, lines, diagnostics
+    return jobs, list(tables), positions, diagnostics
 
 
 def _decode(data: str | bytes) -> str:
@@ -146,7 +165,7 @@ def _decode(data: str | bytes) -> str:
         text = data
     else:
         if len(data) > MAX_FILE_BYTES:
-            raise Invalid(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; job files are small")
+            raise Invalid(_TOO_LARGE)
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
@@ -155,13 +174,13 @@ def _decode(data: str | bytes) -> str:
             column = start - (data.rfind(b"\n", 0, start) + 1) + 1
             raise Invalid(f"not UTF-8 text: byte 0x{data[start]:02x} at column {column}", line=line) from None
     if len(text) > MAX_FILE_BYTES:
-        raise Invalid(f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; job files are small")
+        raise Invalid(_TOO_LARGE)
     nul = text.find("\x00")
     if nul >= 0:
         line = text.count("\n", 0, nul) + 1
         column = nul - (text.rfind("\n", 0, nul) + 1) + 1
         raise Invalid(f"a NUL character at column {column}; a TOML file cannot hold one", line=line)
-    return text.lstrip("\ufeff") if text.startswith("\ufeff") else text
+    return text.removeprefix("\ufeff")
 
 
 def _parse(text: str) -> dict[str, Any]:
@@ -205,7 +224,7 @@ def _lower_first(text: str) -> str:
 
 
 def _job_tables(
-    document: Mapping[str, Any], filename: str, positions: KeyLines, diagnostics: list[Diagnostic]
+    document: Mapping[str, Any], filename: str, positions: _Positions, diagnostics: list[Diagnostic]
 ) -> dict[str, Mapping[str, Any]]:
     """The ``[jobs.<id>]`` tables; everything else at the top level is reported."""
     for name in document:
@@ -216,7 +235,9 @@ def _job_tables(
         else:
             hint = "job definitions go in [jobs.<id>] tables" + did_you_mean(name, ["jobs"])
         diagnostics.append(
-            Diagnostic(filename, positions.line_of((name,)), f"{render_path((name,))}: unknown; {hint}")
+            Diagnostic(
+                filename, positions.line_of((name,)), f"{render_path((name,))}: unknown top-level key; {hint}"
+            )
         )
     jobs = document.get("jobs", {})
     if not isinstance(jobs, dict):

@@ -8,6 +8,7 @@ escaped and shortened.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -357,7 +358,7 @@ def check_together(values: dict[str, Any], table: Mapping[str, Any], report: Rep
         )
     elif catch_up in (CatchUp.SKIP, CatchUp.LATEST) and "max_catch_up" in table:
         report(("max_catch_up",), f'only means something with catch_up = "all", not {show(str(catch_up))}')
-    for name in set(values.get("env", {})) & set(values.get("pass_env", ())):
+    for name in sorted(set(values.get("env", {})) & set(values.get("pass_env", ()))):
         report(("pass_env",), f"{show(name)} is also set in env; keep one of them")
     if "labels" in values and len(labels_key(values["labels"])) > MAX_LABELS_KEY:
         report(("labels",), f"too many labels: they must fit in {MAX_LABELS_KEY} characters as k=v,k=v")
@@ -365,18 +366,42 @@ def check_together(values: dict[str, Any], table: Mapping[str, Any], report: Rep
 
 
 def _check_schedule(values: dict[str, Any], report: Report, now: datetime) -> None:
+    schedule, zone = values.get("schedule"), values.get("timezone")
+    for path, message in _schedule_problems(schedule, zone, values.get("dst"), now):
+        report(path, message)
+
+
+@functools.lru_cache(maxsize=4096)
+def _schedule_problems(
+    schedule: str | None, zone: str | None, dst: DstPolicy | None, now: datetime
+) -> tuple[tuple[tuple[str], str], ...]:
+    """Problems of one (schedule, zone, dst) triple. Cached, as are its parts: a large job set shares few
+    schedules and zones, and each expression check asks croniter for a fire up to ten years ahead."""
     from schedctl import cron
 
-    schedule, zone = values.get("schedule"), values.get("timezone")
-    schedule_ok = zone_ok = False
-    if schedule is not None and len(schedule) > MAX_SCHEDULE_LENGTH:
-        report(("schedule",), f"longer than {MAX_SCHEDULE_LENGTH} characters")
-    elif schedule is not None:
-        schedule_ok = _guard(report, ("schedule",), cron.validate_expression, schedule, now)
+    schedule_problem = zone_problem = None
+    if schedule is not None:
+        schedule_problem = _expression_problem(schedule, now)
     if zone is not None:
-        zone_ok = _guard(report, ("timezone",), cron.validate_zone, zone)
-    if schedule_ok and zone_ok:
-        _guard(report, ("schedule",), _check_fires, schedule, zone, values.get("dst"), now)
+        zone_problem = _guarded(cron.validate_zone, zone)
+    problems = [(("schedule",), schedule_problem)] if schedule_problem else []
+    problems += [(("timezone",), zone_problem)] if zone_problem else []
+    # validate_expression already found a fire within ten years on the wall clock. Under cron's rule that
+    # wall time happens in every zone (a fixed time in a gap is moved, a wildcard entry has more matches
+    # than any gap can hide), so only an explicit DST policy needs the zone-aware look.
+    if schedule is not None and zone is not None and dst is not None and not problems:
+        fires_problem = _guarded(_check_fires, schedule, zone, dst, now)
+        problems += [(("schedule",), fires_problem)] if fires_problem else []
+    return tuple(problems)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expression_problem(schedule: str, now: datetime) -> str | None:
+    from schedctl import cron
+
+    if len(schedule) > MAX_SCHEDULE_LENGTH:
+        return f"longer than {MAX_SCHEDULE_LENGTH} characters"
+    return _guarded(cron.validate_expression, schedule, now)
 
 
 def _check_fires(schedule: str, zone: str, dst: DstPolicy | None, now: datetime) -> None:
@@ -387,15 +412,13 @@ def _check_fires(schedule: str, zone: str, dst: DstPolicy | None, now: datetime)
         raise Invalid(f"{show(schedule)} never fires in the next ten years")
 
 
-def _guard(report: Report, path: tuple[str | int, ...], check: Callable[..., object], *args: Any) -> bool:
-    """Run a cron check; its errors become a report. Anything else it raises is a bug in schedctl, still
-    reported as one line (naming the exception) because a job file must never produce a traceback."""
+def _guarded(check: Callable[..., object], *args: Any) -> str | None:
+    """Run a cron check and return its error as a message. Anything but a schedctl error is a bug in
+    schedctl, still reported as one line (naming the exception): a job file must never give a traceback."""
     try:
         check(*args)
     except (SchedctlError, Invalid) as exc:
-        report(path, one_line(str(exc)))
-        return False
+        return one_line(str(exc))
     except Exception as exc:  # noqa: BLE001 - see docstring
-        report(path, f"cannot be evaluated ({type(exc).__name__}: {one_line(str(exc))})")
-        return False
-    return True
+        return f"cannot be evaluated ({type(exc).__name__}: {one_line(str(exc))})"
+    return None

@@ -139,14 +139,24 @@ def release(store: Store, name: str, identity: str, term: int) -> bool:
             scheduler_lease.c.holder == identity,
             scheduler_lease.c.term == term,
         )
-        released = conn.execute(update(scheduler_lease).where(mine).values(expires_at=db_now())).rowcount == 1
+        # Never later than it was: releasing a lease that already lapsed must not extend it.
+        now_or_earlier = case(
+            (scheduler_lease.c.expires_at > db_now(), db_now()), else_=scheduler_lease.c.expires_at
+        )
+        released = (
+            conn.execute(update(scheduler_lease).where(mine).values(expires_at=now_or_earlier)).rowcount == 1
+        )
         if released:
+            # The very instant written to the lease row, so the history and the lease agree exactly.
+            released_at = (
+                select(scheduler_lease.c.expires_at).where(scheduler_lease.c.name == name).scalar_subquery()
+            )
             conn.execute(
                 update(lease_terms)
                 .where(
                     lease_terms.c.name == name, lease_terms.c.term == term, lease_terms.c.ended_at.is_(None)
                 )
-                .values(expires_at=db_now(), ended_at=db_now(), end_reason="released")
+                .values(expires_at=released_at, ended_at=released_at, end_reason="released")
             )
     if released:
         log.info(
@@ -310,7 +320,7 @@ def _start_term(conn: Connection, name: str, identity: str, row: Any) -> str | N
             tzdata_version=tzdata_version(),
         )
     )
-    return previous  # type: ignore[no-any-return]
+    return previous
 
 
 @cache

@@ -222,6 +222,12 @@ class _Context:
     grace: timedelta
 
 
+def catch_up_bound(job: Job) -> int:
+    from schedctl.planner import DEFAULT_MAX_CATCH_UP
+
+    return job.max_catch_up if job.max_catch_up is not None else DEFAULT_MAX_CATCH_UP
+
+
 def first_clause(detail: str | None) -> str:
     """The first clause of a recorded sentence: the scheduler's own advice after it would repeat ours."""
     return re.split(r";\s|\.\s", (detail or "").strip(), maxsplit=1)[0].strip().rstrip(".")
@@ -237,7 +243,7 @@ def _skipped_text(ctx: _Context, row: h.RunRecord) -> str:
     elif code == Reason.CATCH_UP_LATEST:
         text = 'superseded by a later tick (catch_up = "latest")'
     elif code == Reason.CATCH_UP_REFUSED:
-        bound = detail or f"more missed ticks than max_catch_up = {job.max_catch_up}"
+        bound = detail or f"more missed ticks than max_catch_up = {catch_up_bound(job)}"
         text = f'refused by catch_up = "all": {bound}; waiting for `schedctl replay`'
     elif code == Reason.STARTING_DEADLINE:
         limit = format_duration(job.starting_deadline) if job.starting_deadline is not None else None

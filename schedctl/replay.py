@@ -34,6 +34,7 @@ from schedctl.store.schema import job_events, job_runs, job_state
 log = logging.getLogger("schedctl.replay")
 
 BATCH = 500  # ticks per transaction: short transactions, progress between them
+REPLAYED = "replayed by schedctl replay"  # reason_detail of the rows replay queues (term is NULL too)
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def _queued_values(job: Job, now: datetime) -> dict[str, Any]:
     return {
         "state": "queued",
         "reason": None,
-        "reason_detail": None,
+        "reason_detail": REPLAYED,
         "term": None,
         "queued_at": now,
         "not_before": None,
@@ -179,7 +180,7 @@ def _dispatch(conn: Connection, job: Job, ticks: list[datetime], now: datetime) 
         .where(
             job_runs.c.job_id == job.id, job_runs.c.scheduled_for.in_(ticks), job_runs.c.state == "skipped"
         )
-        .values(**{**values, "reason_detail": "replayed by schedctl replay"})
+        .values(**values)
     ).rowcount
     return inserted + max(0, requeued or 0)
 

@@ -249,10 +249,17 @@ class Scheduler:
             return
         term, self._term = self._term, None
         metrics.LEADER.set(0)
-        try:
-            lease.release(self.store, self.settings.lease_name, self.settings.identity, term)
-        except StoreError as exc:
-            log.warning("could not release the lease: %s", exc, extra={"event": "release_failed"})
+        for attempt in range(3):
+            try:
+                lease.release(self.store, self.settings.lease_name, self.settings.identity, term)
+                return
+            except StoreError as exc:
+                # MySQL may pick the release as a deadlock victim against a standby's acquire: try again,
+                # since a lease left to expire costs a whole lease duration of no dispatching.
+                if attempt == 2:
+                    log.warning("could not release the lease: %s", exc, extra={"event": "release_failed"})
+                else:
+                    self.clock.sleep(0.05)
 
     def _fence(self) -> Fence:
         assert self._term is not None

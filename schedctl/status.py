@@ -14,13 +14,23 @@ from enum import StrEnum
 
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Job
-from schedctl.missed import CATCH_UP_GRACE, LEASE_NAME, MissedTick, first_clause, missed_on
+from schedctl.job import CatchUp, Job
+from schedctl.missed import (
+    CATCH_UP_GRACE,
+    LEASE_NAME,
+    MissedTick,
+    Reason,
+    catch_up_bound,
+    first_clause,
+    missed_on,
+)
 from schedctl.store import Store
 from schedctl.store import history as h
 
 DEFAULT_LAST = 10
 _FAILED = ("failed", "timed_out")
+_FINISHED = ("succeeded", "cancelled", *_FAILED)
+_DISPATCHED = ("queued", "running", *_FINISHED)
 
 
 class Verdict(StrEnum):
@@ -104,44 +114,79 @@ def _next_and_description(job: Job, now: datetime) -> tuple[datetime | None, str
     return sched.next_after(now), description
 
 
-def _failing_streak(rows: list[h.RunRecord]) -> tuple[int, list[h.RunRecord]]:
-    """How many of the newest finished runs failed in a row (queued, running and skipped rows are passed over)."""
-    finished = [r for r in rows if r.state in ("succeeded", "cancelled", *_FAILED)]
-    streak: list[h.RunRecord] = []
+def _failing_streak(finished: list[h.RunRecord]) -> int:
+    """How many of the newest finished runs failed in a row."""
+    streak = 0
     for r in finished:
         if r.state not in _FAILED:
             break
-        streak.append(r)
-    return len(streak), finished
+        streak += 1
+    return streak
 
 
 def _exit_text(runs: list[h.RunRecord]) -> str:
     parts: list[str] = []
     for r in runs:
-        part = (
-            "timed out"
-            if r.state == "timed_out"
-            else f"exit {r.exit_status}"
-            if r.exit_status is not None
-            else "failed"
-        )
+        if r.state == "timed_out":
+            part = "timed out"
+        else:
+            part = f"exit {r.exit_status}" if r.exit_status is not None else "failed"
         if part not in parts:
             parts.append(part)
     return ", ".join(parts)
 
 
-def _verdict(
-    job: Job,
-    state: h.StateRecord | None,
-    lease: LeaseView | None,
-    last_term: h.TermRecord | None,
-    missed: list[MissedTick],
-    rows: list[h.RunRecord],
-    next_fire: datetime | None,
-    now: datetime,
-) -> tuple[Verdict, str]:
-    streak, finished = _failing_streak(rows)
-    nxt = f"next at {_clock(next_fire, now)}" if next_fire else "no next fire"
+# Ticks a job's own settings chose not to run: reported by `missed`, but not a reason to page anyone.
+_BY_POLICY = frozenset(
+    {
+        Reason.CATCH_UP_SKIP,
+        Reason.CATCH_UP_LATEST,
+        Reason.PAUSED,
+        Reason.NOT_DEFINED,
+        Reason.CONCURRENCY,
+        Reason.STARTING_DEADLINE,
+    }
+)
+
+
+def needs_attention(
+    job: Job, missed: list[MissedTick], last_dispatched_tick: datetime | None
+) -> list[MissedTick]:
+    """The missed ticks that are a problem: not chosen by the job's policy. A "skip"/"latest" job that has
+    run since an outage would have dropped the outage's ticks anyway."""
+    out = []
+    for m in missed:
+        if m.reason_code in _BY_POLICY:
+            continue
+        superseded = last_dispatched_tick is not None and last_dispatched_tick > m.scheduled_for
+        if m.reason_code == Reason.NO_LEADER and job.catch_up is not CatchUp.ALL and superseded:
+            continue
+        out.append(m)
+    return out
+
+
+@dataclass(frozen=True)
+class _Facts:
+    job: Job
+    state: h.StateRecord | None
+    lease: LeaseView | None
+    last_term: h.TermRecord | None
+    missed: list[MissedTick]
+    attention: list[MissedTick]
+    finished: list[h.RunRecord]  # newest first
+    next_fire: datetime | None
+    active: int = 0  # runs queued or running
+    oldest_active: datetime | None = None
+
+
+def _span(ticks: list[MissedTick], now: datetime) -> str:
+    span = _clock(ticks[0].scheduled_for, now)
+    return span + (f"..{_clock(ticks[-1].scheduled_for, now)}" if len(ticks) > 1 else "")
+
+
+def _stopped(f: _Facts, now: datetime) -> tuple[Verdict, str] | None:
+    """A pause, a refusal or no leader: the job dispatches nothing, whatever its runs did."""
+    job, state = f.job, f.state
     if state is not None and state.paused_at is not None:
         return Verdict.PAUSED, (
             f"paused since {_clock(state.paused_at, now)} (schedctl pause); `schedctl resume {job.id}` resumes it"
@@ -150,41 +195,58 @@ def _verdict(
         return Verdict.PAUSED, "paused in its job file (paused = true)"
     if state is not None and state.refused_at is not None:
         detail = (
-            first_clause(state.refused_detail) or f"missed ticks exceed max_catch_up = {job.max_catch_up}"
+            first_clause(state.refused_detail) or f"missed ticks exceed max_catch_up = {catch_up_bound(job)}"
         )
         return (
             Verdict.REFUSED,
-            f"refused: {detail}; run `schedctl replay {job.id} --max {max(1, len(missed))}`",
+            f"refused: {detail}; run `schedctl replay {job.id} --max {max(1, len(f.missed))}`",
         )
-    if lease is None or not lease.held:
-        if last_term is None:
+    if f.lease is None or not f.lease.held:
+        if f.last_term is None:
             return (
                 Verdict.NOT_RUNNING,
                 "not running: no scheduler has ever held the lease (start `schedctl serve`)",
             )
         return Verdict.NOT_RUNNING, (
-            f"not running since {_clock(last_term.held_until, now)} because no scheduler has held the lease since "
-            f"then; last leader was {last_term.holder}"
+            f"not running since {_clock(f.last_term.held_until, now)} because no scheduler has held the lease "
+            f"since then; last leader was {f.last_term.holder}"
         )
+    return None
+
+
+def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
+    stopped = _stopped(f, now)
+    if stopped is not None:
+        return stopped
+    job = f.job
+    streak = _failing_streak(f.finished)
     if streak:
         runs = "last run failed" if streak == 1 else f"last {streak} runs failed"
-        return Verdict.FAILING, f"failing: {runs} ({_exit_text(finished[:streak])})"
-    if missed:
-        first, last = missed[0], missed[-1]
-        span = _clock(first.scheduled_for, now)
-        if len(missed) > 1:
-            span += f"..{_clock(last.scheduled_for, now)}"
-        return Verdict.MISSED, (
-            f"missed {len(missed)} tick{'s' if len(missed) != 1 else ''} ({span}): {last.reason_text}; "
-            f"`schedctl replay {job.id} --max {len(missed)}` runs them"
+        return Verdict.FAILING, f"failing: {runs} ({_exit_text(f.finished[:streak])})"
+    if f.attention:
+        n = len(f.attention)
+        hint = (
+            f"`schedctl replay {job.id} --max {n}` runs them"
+            if n == len(f.missed)
+            else f"`schedctl missed {job.id}` lists all {len(f.missed)}"
         )
-    if finished:
-        last_run = finished[0]
-        when = _clock(last_run.finished_at or last_run.scheduled_for, now)
-        if last_run.state == "cancelled":
-            return Verdict.HEALTHY, f"healthy: last run was cancelled at {when}, {nxt}"
-        return Verdict.HEALTHY, f"healthy: last run succeeded at {when}, {nxt}"
-    return Verdict.PENDING, f"waiting: no run has finished yet, {nxt}"
+        return Verdict.MISSED, (
+            f"missed {n} tick{'s' if n != 1 else ''} ({_span(f.attention, now)}): {f.attention[-1].reason_text}; "
+            + hint
+        )
+    nxt = f"next at {_clock(f.next_fire, now)}" if f.next_fire else "no next fire"
+    note = ""
+    if f.active > 1 and f.oldest_active is not None:
+        note += f"; {f.active} runs queued or running, the oldest for {_clock(f.oldest_active, now)}"
+    if f.missed:
+        codes = ", ".join(sorted({m.reason_code for m in f.missed}))
+        note = f"; {len(f.missed)} ticks not run by the job's policy ({codes}; `schedctl missed {job.id}`)"
+    if not f.finished:
+        return Verdict.PENDING, f"waiting: no run has finished yet, {nxt}{note}"
+    last = f.finished[0]
+    when = _clock(last.finished_at or last.scheduled_for, now)
+    what = "was cancelled" if last.state == "cancelled" else "succeeded"
+    return Verdict.HEALTHY, f"healthy: last run {what} at {when}, {nxt}{note}"
 
 
 def _lease_view(conn: Connection, lease_name: str, now: datetime) -> LeaseView | None:
@@ -237,21 +299,33 @@ def status_on(
     state = h.job_state_of(conn, job.id)
     missed = missed_on(conn, job, None, None, now, grace=grace, lease_name=lease_name)
     rows = h.recent_runs(conn, job.id, now, max(last_n, 1) * 2 + 20)
-    lease = _lease_view(conn, lease_name, now)
-    last_term = h.latest_term(conn, lease_name)
-    code, text = _verdict(job, state, lease, last_term, missed, rows, next_fire, now)
-    streak, finished = _failing_streak(rows)
+    finished = h.runs_in_states(conn, job.id, _FINISHED, now, 20)
+    dispatched = h.runs_in_states(conn, job.id, _DISPATCHED, now, 1)
+    active, oldest_active = h.active_runs(conn, job.id)
+    facts = _Facts(
+        job=job,
+        state=state,
+        lease=_lease_view(conn, lease_name, now),
+        last_term=h.latest_term(conn, lease_name),
+        missed=missed,
+        attention=needs_attention(job, missed, dispatched[0].scheduled_for if dispatched else None),
+        finished=finished,
+        next_fire=next_fire,
+        active=active,
+        oldest_active=oldest_active,
+    )
+    code, text = _verdict(facts, now)
     return JobStatus(
         job=job,
         description=description,
         next_fire=next_fire,
         timeline=_timeline(rows, missed, last_n),
-        lease=lease,
-        last_leader=last_term,
+        lease=facts.lease,
+        last_leader=facts.last_term,
         verdict_code=code,
         verdict=text,
         missed=missed,
-        failing_streak=streak,
+        failing_streak=_failing_streak(finished),
         last_finished=finished[0] if finished else None,
         paused_at=state.paused_at if state else None,
         refused_at=state.refused_at if state else None,

@@ -124,12 +124,12 @@ class Worker:
         for active in self._active.values():
             active.execution.enforce()
         self._collect()
-        if self._pending and now >= self._next_write:
-            self._flush()
+        write = bool(self._pending) and now >= self._next_write
+        claim = not self._draining and self._should_claim(now)
+        if write or claim:
+            self._sync(write, claim)
         if self._active and now >= self._next_beat:
             self._beat()
-        if not self._draining and self._should_claim(now):
-            self._claim()
         if self._touched and (now >= self._next_prune or self._draining):
             self._prune()
         if self._draining and not self._active:
@@ -176,6 +176,23 @@ class Worker:
                     pass
             elif key.data == "listen":
                 self._drain_notifies()
+            else:
+                self._child_event(key.fd, key.data)
+
+    def _child_event(self, fd: int, run_key: Any) -> None:
+        active = self._active.get(run_key)
+        if active is None:
+            self._forget_fd(fd)
+        elif fd == active.execution.exit_fd:
+            active.execution.close_exit_fd()
+        else:
+            active.execution.pump()
+
+    def _forget_fd(self, fd: int) -> None:
+        try:
+            self._selector.unregister(fd)
+        except (KeyError, ValueError):
+            pass
 
     # -- claims --------------------------------------------------------------------------------------------
     def _should_claim(self, now: float) -> bool:
@@ -184,21 +201,39 @@ class Worker:
         self._ensure_listener(now)
         return self._claim_now or now >= self._next_claim
 
-    def _claim(self) -> None:
-        free = self.settings.slots - len(self._active)
+    def _sync(self, write: bool, claim: bool) -> None:
+        """Record outcomes and claim new runs in ONE transaction: a busy worker commits once per turn."""
+        batch = list(self._pending) if write else []
+        free = self.settings.slots - len(self._active) if claim else 0
         try:
             with self.store.begin() as conn:
-                claimed = sql.claim(conn, self.settings.identity, free, self.label_keys, self.settings.stale_after)
+                written = sql.record_many(conn, [p.outcome for p in batch])
+                claimed = (
+                    sql.claim(conn, self.settings.identity, free, self.label_keys, self.settings.stale_after)
+                    if free > 0
+                    else []
+                )
         except StoreError as exc:
-            self._store_failed("claim", exc)
-            self._claim_now = False
-            self._next_claim = self.clock.monotonic() + self._backoff["claim"]
+            now = self.clock.monotonic()
+            if batch:
+                self._store_failed("write", exc)
+                self._next_write = now + self._backoff["write"]
+            if free > 0:
+                self._store_failed("claim", exc)
+                self._claim_now = False
+                self._next_claim = now + self._backoff["claim"]
             return
-        self._store_ok("claim")
         now = self.clock.monotonic()
-        self._more_waiting = len(claimed) == free
-        self._claim_now = False
-        self._next_claim = now + self.settings.poll_interval
+        if batch:
+            self._store_ok("write")
+            del self._pending[: len(batch)]
+            for pending, ok in zip(batch, written, strict=True):
+                self._recorded(pending, ok)
+        if free > 0:
+            self._store_ok("claim")
+            self._more_waiting = len(claimed) == free
+            self._claim_now = False
+            self._next_claim = now + self.settings.poll_interval
         if claimed and not self._active:
             self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
         for run in claimed:
@@ -219,7 +254,7 @@ class Worker:
                                                       error="the run carries no job snapshot"), 0.0))
             return
         self._serial += 1
-        checkpoint_file = self._root / str(self._serial) / "checkpoint.json"
+        checkpoint_file = self._root / f"{self._serial}.json"
         execution = Execution(
             ident,
             run.snapshot,
@@ -227,10 +262,13 @@ class Worker:
             checkpoint_file,
             tail_bytes=self.settings.output_tail_bytes,
             run_as_job_user=self.settings.run_as_job_user,
-            on_exit=self.wake,
             monotonic=self.clock.monotonic,
+            before_close=self._forget_fd,
         )
         self._active[run.key] = _Active(run, execution)
+        for fd in (execution.output_fd, execution.exit_fd):
+            if fd is not None:
+                self._selector.register(fd, selectors.EVENT_READ, run.key)
         log.info("run started (pid %s)", execution.pid, extra={"event": "run_started", "pid": execution.pid, **extra})
 
     # -- heartbeats ----------------------------------------------------------------------------------------
@@ -315,21 +353,6 @@ class Worker:
             backoff = float(snapshot.get("retry_backoff") or 0.0) * (2**run.failures)
             return sql.Outcome(state="queued", retry_after=backoff, error=error, **base)
         return sql.Outcome(state="failed", error=error, **base)
-
-    def _flush(self) -> None:
-        batch = list(self._pending)
-        try:
-            with self.store.begin() as conn:
-                written = [sql.record(conn, p.outcome) for p in batch]
-        except StoreError as exc:
-            self._store_failed("write", exc)
-            self._next_write = self.clock.monotonic() + self._backoff["write"]
-            return
-        self._store_ok("write")
-        del self._pending[: len(batch)]
-        self._claim_now = True  # slots are free, and a forbid job's next run may have become claimable
-        for pending, ok in zip(batch, written, strict=True):
-            self._recorded(pending, ok)
 
     def _recorded(self, pending: _Pending, ok: bool) -> None:
         o = pending.outcome

@@ -18,20 +18,45 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 @click.command("import", context_settings=_CONTEXT)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="TOML file to write (default: stdout).")
-@click.option("--format", "fmt", type=click.Choice(["system", "user"]),
-              help="Force the crontab format (system: a user column after the schedule). Default: per file.")
-@click.option("--timezone", help="Zone of jobs with no CRON_TZ above them (an IANA name, e.g. Europe/London).")
-@click.option("--catch-up", "catch_up", type=click.Choice(["skip", "latest", "all"]),
-              help="What to do with ticks missed during downtime (required).")
-@click.option("--max-catch-up", "max_catch_up", type=int, help="With --catch-up all: most missed ticks to run.")
+@click.option(
+    "-o", "--output", "output", type=click.Path(dir_okay=False), help="TOML file to write (default: stdout)."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["system", "user"]),
+    help="Force the crontab format (system: a user column after the schedule). Default: per file.",
+)
+@click.option(
+    "--timezone", help="Zone of jobs with no CRON_TZ above them (an IANA name, e.g. Europe/London)."
+)
+@click.option(
+    "--catch-up",
+    "catch_up",
+    type=click.Choice(["skip", "latest", "all"]),
+    help="What to do with ticks missed during downtime (required).",
+)
+@click.option(
+    "--max-catch-up", "max_catch_up", type=int, help="With --catch-up all: most missed ticks to run."
+)
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
 @click.option("--merge", is_flag=True, help="Add new jobs to the -o file; jobs already in it stay untouched.")
-@click.option("--skip-invalid", is_flag=True, help="Import the valid lines even when some are broken (exit 1).")
+@click.option(
+    "--skip-invalid", is_flag=True, help="Import the valid lines even when some are broken (exit 1)."
+)
 @click.option("--dry-run", is_flag=True, help="Print what would be written; write nothing.")
-def import_(paths: tuple[str, ...], output: str | None, fmt: str | None, timezone: str | None,
-            catch_up: str | None, max_catch_up: int | None, force: bool, merge: bool, skip_invalid: bool,
-            dry_run: bool) -> None:
+def import_(
+    paths: tuple[str, ...],
+    output: str | None,
+    fmt: str | None,
+    timezone: str | None,
+    catch_up: str | None,
+    max_catch_up: int | None,
+    force: bool,
+    merge: bool,
+    skip_invalid: bool,
+    dry_run: bool,
+) -> None:
     """Turn crontabs (files, folders such as /etc/cron.d, or - for stdin) into TOML job definitions.
 
     Every job gets an explicit zone (CRON_TZ in the crontab, else --timezone; never the host's) and catch-up
@@ -41,40 +66,59 @@ def import_(paths: tuple[str, ...], output: str | None, fmt: str | None, timezon
     from schedctl.crontab.convert import ImportOptions
     from schedctl.crontab.importer import ImportRequest, run_import
 
-    request = ImportRequest(paths, ImportOptions(timezone, catch_up, max_catch_up), fmt, output, force, merge,
-                            skip_invalid, dry_run)
+    request = ImportRequest(
+        paths,
+        ImportOptions(timezone, catch_up, max_catch_up),
+        fmt,
+        output,
+        force,
+        merge,
+        skip_invalid,
+        dry_run,
+    )
     now = datetime.now(UTC)
     outcome = run_import(request, now, sys.stdin.buffer.read)
     _report(outcome, request.dry_run, now)
     if outcome.text is not None and (outcome.written is None):
         click.echo(outcome.text, nl=False)
-    raise click.exceptions.Exit(outcome.exit_code)
+    # sys.exit, not click's Exit: main() runs click with standalone_mode=False, which returns that code unused.
+    sys.exit(outcome.exit_code)
 
 
 def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
-    from schedctl.crontab.diagnostics import render, errors_in
+    from schedctl.crontab.diagnostics import errors_in, render
 
     for diagnostic in outcome.diagnostics:
         click.echo(render(diagnostic), err=True)
     if outcome.missing:
-        click.echo("schedctl: nothing imported: every job needs an explicit timezone and catch-up policy", err=True)
+        click.echo(
+            "schedctl: nothing imported: every job needs an explicit timezone and catch-up policy", err=True
+        )
         for line in outcome.missing:
             click.echo(f"  - {line}", err=True)
     broken = len(errors_in(outcome.diagnostics))
     if outcome.failed:
         if broken:
-            click.echo(f"schedctl: nothing written: {broken} broken line{'s' if broken != 1 else ''} "
-                       "(fix them, or pass --skip-invalid to import the rest)", err=True)
+            hint = " (fix them, or pass --skip-invalid to import the rest)" if outcome.exit_code == 1 else ""
+            click.echo(
+                f"schedctl: nothing written: {broken} error{'s' if broken != 1 else ''}{hint}", err=True
+            )
         return
     _summary(outcome, now)
     if broken:
-        click.echo(f"schedctl: {broken} broken line{'s' if broken != 1 else ''} left out (--skip-invalid)", err=True)
+        click.echo(
+            f"schedctl: {broken} error{'s' if broken != 1 else ''}: those lines left out (--skip-invalid)",
+            err=True,
+        )
     if dry_run:
         click.echo("schedctl: dry run: nothing written", err=True)
     elif outcome.written:
-        click.echo(f"schedctl: wrote {len(outcome.jobs)} job{'s' if len(outcome.jobs) != 1 else ''} to "
-                   f"{outcome.written}" + (f" ({len(outcome.kept)} already there, untouched)" if outcome.kept else ""),
-                   err=True)
+        click.echo(
+            f"schedctl: wrote {len(outcome.jobs)} job{'s' if len(outcome.jobs) != 1 else ''} to "
+            f"{outcome.written}"
+            + (f" ({len(outcome.kept)} already there, untouched)" if outcome.kept else ""),
+            err=True,
+        )
 
 
 def _summary(outcome: ImportOutcome, now: datetime) -> None:
@@ -83,7 +127,9 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
 
     from schedctl.crontab import summary
 
-    console = Console(stderr=True, highlight=False, soft_wrap=False)
+    console = Console(stderr=True, highlight=False)
+    if not console.is_terminal:
+        console.width = 200  # a log or a pipe: keep one job per line rather than folding at 80 columns
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("ID", "SCHEDULE", "WHEN", "ZONE", "CATCH-UP", "SOURCE", "DST (next 12 months)"):
         table.add_column(column, overflow="fold")
@@ -99,10 +145,17 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
 @click.command("export", context_settings=_CONTEXT)
 @click.argument("paths", nargs=-1, type=click.Path())
 @jobs_option
-@click.option("--format", "fmt", type=click.Choice(["crontab", "crontab-user", "crontab-system"]),
-              default="crontab", show_default=True,
-              help="crontab: a system crontab (user column) when every job has a user, else a user crontab.")
-@click.option("-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["crontab", "crontab-user", "crontab-system"]),
+    default="crontab",
+    show_default=True,
+    help="crontab: a system crontab (user column) when every job has a user, else a user crontab.",
+)
+@click.option(
+    "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."
+)
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
 def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None, force: bool) -> None:
     """Write the job set (PATHS, default --jobs) back as a crontab, for rolling a migration back.
@@ -119,8 +172,9 @@ def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None,
     jobs = {}
     for path in paths or (jobs_path,):
         jobs.update(load_jobs(path, now=now))
-    result = export_crontab(list(jobs.values()), {"crontab": None, "crontab-user": "user",
-                                                  "crontab-system": "system"}[fmt])
+    result = export_crontab(
+        list(jobs.values()), {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt]
+    )
     for message in result.messages:
         click.echo(f"schedctl: warning: {message}", err=True)
     if output is None:
@@ -131,4 +185,6 @@ def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None,
     if Path(output).exists() and not force:
         raise SchedctlError(f"{output} exists: nothing written; pass --force to replace it")
     write_atomic(output, result.text, private=result.private)
-    click.echo(f"schedctl: wrote {result.written} job{'s' if result.written != 1 else ''} to {output}", err=True)
+    click.echo(
+        f"schedctl: wrote {result.written} job{'s' if result.written != 1 else ''} to {output}", err=True
+    )

@@ -40,7 +40,11 @@ def upgrade(db_url: str) -> None:
 @db.command("check")
 @db_option
 def check(db_url: str) -> None:
-    """Exit 0 when the schema is exactly this schedctl's, else 1 saying what to run."""
+    """Exit 1, saying what to run, unless the schema is current.
+
+    Current means exactly the revision this schedctl ships: older needs `schedctl db upgrade`; newer
+    means a newer schedctl upgraded the database.
+    """
     from schedctl.cli._store import open_checked_store
     from schedctl.store import describe_target
     from schedctl.store.migrate import head_revision
@@ -52,7 +56,7 @@ def check(db_url: str) -> None:
 @db.command("current")
 @db_option
 def current(db_url: str) -> None:
-    """Print the database's schema revision and the one this schedctl needs."""
+    """Print the schema revision, and the one this schedctl needs."""
     from schedctl.cli._store import explained, open_store_or_explain
     from schedctl.store.migrate import check as check_schema
 

@@ -121,6 +121,7 @@ def _ago(moment: datetime, now: datetime) -> str:
 
 def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
     """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table
@@ -128,11 +129,17 @@ def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
 
         table = Table(box=None, header_style="bold", pad_edge=False)
         for name in header:
-            table.add_column(name, overflow="fold")
+            # Free text wraps at 40; nothing else is cut: like kubectl, a wide table lets the terminal wrap.
+            free = name in ("DESCRIPTION", "COMMAND")
+            table.add_column(name, no_wrap=not free, max_width=40 if free else None, overflow="fold")
         for row in rows:
             table.add_row(*(Text(cell) for cell in row))  # Text: brackets in a value are not markup
-        Console().print(table)  # rich leaves colour out when NO_COLOR is set
+        console = Console()  # leaves colour out when NO_COLOR is set
+        natural = sum(
+            min(w, 40) if h in ("DESCRIPTION", "COMMAND") else w for w, h in zip(widths, header, strict=True)
+        ) + 2 * len(header)
+        console.width = max(console.width, natural)
+        console.print(table)
         return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     for line in [list(header), *rows]:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -73,7 +74,7 @@ def as_document(report: Any) -> dict[str, Any]:
 
 
 def render(report: Any) -> None:
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             str(t.term),
             t.holder,
@@ -86,8 +87,7 @@ def render(report: Any) -> None:
         )
         for t in report.terms
     ]
-    stream = click.get_text_stream("stdout")
-    if stream.isatty():
+    if sys.stdout.isatty():
         _render_rich(_summary(report), rows)
         return
     click.echo(_summary(report))

@@ -47,13 +47,19 @@ def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict
 
 def open_db(db_url: str) -> Store:
     """A store whose schema is current, or one line naming the database and what to run (exit 1)."""
-    try:
-        from schedctl.cli._store import open_checked_store
-    except ImportError:  # pragma: no cover - H4's helper not merged yet
-        from schedctl.store import open_store
+    from schedctl.cli._store import open_checked_store
 
-        return open_store(db_url)
     return open_checked_store(db_url)
+
+
+def db_clock(store: Store) -> datetime:
+    """The database's clock: what the scheduler judged leases by, so a host whose clock is off still sees the
+    lease as the replicas do."""
+    from schedctl.store.dialect import select_db_now
+
+    with store.connect() as conn:
+        now: datetime = select_db_now(conn)
+    return now
 
 
 def instant_option(name: str, help_text: str) -> Callable[[F], F]:
@@ -124,9 +130,7 @@ def iso(at: datetime | None) -> str | None:
 @jobs_option
 @db_option
 @output_option
-@click.pass_context
 def missed(
-    ctx: click.Context,
     job_id: str | None,
     since: str | None,
     until: str | None,
@@ -148,6 +152,7 @@ def missed(
     lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
     jobs = load_selected(jobs_path, [job_id] if job_id else [], now)
     store = open_db(db_url)
+    now = db_clock(store)
     fmt = resolve_output(output, as_json)
     try:
         if job_id:
@@ -161,7 +166,9 @@ def missed(
     finally:
         store.dispose()
     if check and found:
-        ctx.exit(1)
+        # SystemExit, not ctx.exit: main() runs click with standalone_mode=False, which returns (and so
+        # drops) the code of a ctx.exit.
+        raise SystemExit(1)
 
 
 def tick_json(job_id: str, t: MissedTick) -> dict[str, Any]:
@@ -263,6 +270,7 @@ def replay(
     lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
     jobs = load_selected(jobs_path, job_ids, now)
     store = open_db(db_url)
+    now = db_clock(store)
     try:
         plan = plan_replay(store, jobs.values(), lo, hi, now)
         if dry_run:

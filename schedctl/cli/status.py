@@ -9,7 +9,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
-from schedctl.cli.missed import emit, iso, load_selected, open_db, table, utc_text
+from schedctl.cli.missed import db_clock, emit, iso, load_selected, open_db, table, utc_text
 
 if TYPE_CHECKING:
     from schedctl.status import JobStatus, TimelineEntry
@@ -29,9 +29,7 @@ WARN = "!"  # the mark for anything missed, failed, refused or without a leader
 @jobs_option
 @db_option
 @output_option
-@click.pass_context
 def status(
-    ctx: click.Context,
     job_id: str | None,
     last_n: int,
     check: bool,
@@ -50,6 +48,7 @@ def status(
     now = datetime.now(UTC)
     jobs = load_selected(jobs_path, [job_id] if job_id else [], now)
     store = open_db(db_url)
+    now = db_clock(store)
     fmt = resolve_output(output, as_json)
     try:
         if job_id:
@@ -63,7 +62,9 @@ def status(
     finally:
         store.dispose()
     if check and bad:
-        ctx.exit(1)
+        # SystemExit, not ctx.exit: main() runs click with standalone_mode=False, which returns (and so
+        # drops) the code of a ctx.exit.
+        raise SystemExit(1)
 
 
 def entry_json(e: TimelineEntry) -> dict[str, Any]:
@@ -151,9 +152,8 @@ def _show_one(s: JobStatus, fmt: str, now: datetime) -> None:
     job = s.job
     click.echo(f"{job.id}: {s.verdict}")
     policy = f"catch_up = {job.catch_up}" + (f" (max {job.max_catch_up})" if job.max_catch_up else "")
-    click.echo(
-        f"  schedule:  {job.schedule} ({job.timezone})" + (f", {s.description}" if s.description else "")
-    )
+    described = f", {s.description}" if s.description and s.description != job.schedule else ""
+    click.echo(f"  schedule:  {job.schedule} ({job.timezone}){described}")
     click.echo(f"  policy:    {policy}, concurrency = {job.concurrency}")
     click.echo(f"  next:      {utc_text(s.next_fire)} UTC" if s.next_fire else "  next:      never")
     click.echo(f"  lease:     {_lease_text(s, now)}")
@@ -207,6 +207,7 @@ def pause(job_id: str, jobs_path: str, db_url: str) -> None:
     now = datetime.now(UTC)
     job = load_selected(jobs_path, [job_id], now)[job_id]
     store = open_db(db_url)
+    now = db_clock(store)
     try:
         result = do_pause(store, job, now)
     finally:
@@ -228,6 +229,7 @@ def resume(job_id: str, jobs_path: str, db_url: str) -> None:
     now = datetime.now(UTC)
     job = load_selected(jobs_path, [job_id], now)[job_id]
     store = open_db(db_url)
+    now = db_clock(store)
     try:
         result = do_resume(store, job, now)
     finally:

@@ -20,9 +20,10 @@ from schedctl.errors import ConfigError, Diagnostic, UsageError
 from schedctl.job import CatchUp, Job
 
 # Lines that look after the host itself: on schedctl they would run on whichever worker claims them.
+_RUN_PARTS = re.compile(r"\brun-parts\b(?:\s+--?[\w-]+)*\s+(/\S+)")
 _HOST_MAINTENANCE = re.compile(
-    r"\b(run-parts(?:\s+\S+)*?\s+/etc/cron\.\w+|run-parts|anacron|logrotate|debian-sa1|sa[12]|sessionclean"
-    r"|e2scrub\w*|popularity-contest|updatedb|mandb|man-db|unattended-upgrades?|apt-get|fstrim|ntpdate)\b"
+    r"\b(anacron|logrotate|debian-sa1|sa[12]|sessionclean|e2scrub\w*|popularity-contest|updatedb|mandb|man-db"
+    r"|unattended-upgrades?|apt-get|fstrim|ntpdate|run-parts)\b"
 )
 _VALID_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}\Z")
 
@@ -72,7 +73,9 @@ def assign_ids(entries: Sequence[Entry], taken: Mapping[str, Job] | None = None)
             if _same_job(taken[candidate], entry) and candidate not in ids:
                 ids[index] = candidate
                 break
-    free = dedupe([b for b, i in zip(wanted, ids, strict=True) if i is None], taken=[*taken, *filter(None, ids)])
+    free = dedupe(
+        [b for b, i in zip(wanted, ids, strict=True) if i is None], taken=[*taken, *filter(None, ids)]
+    )
     fresh = iter(free)
     return [i if i is not None else next(fresh) for i in ids]
 
@@ -87,7 +90,12 @@ def _candidates(base: str, taken: Mapping[str, Job]) -> list[str]:
 
 
 def _same_job(job: Job, entry: Entry) -> bool:
-    return (job.schedule, job.command, job.user, job.stdin) == (entry.schedule, entry.command, entry.user, entry.stdin)
+    return (job.schedule, job.command, job.user, job.stdin) == (
+        entry.schedule,
+        entry.command,
+        entry.user,
+        entry.stdin,
+    )
 
 
 def convert(
@@ -97,7 +105,7 @@ def convert(
     ids = assign_ids(entries, taken)
     result.entries = dict(zip(ids, entries, strict=True))
     result.missing = _missing(result.entries, options)
-    for job_id, entry in result.entries.items():
+    for entry in entries:
         _warn_host_maintenance(entry, result)
     if result.missing:
         return result
@@ -113,14 +121,20 @@ def _missing(entries: Mapping[str, Entry], options: ImportOptions) -> list[str]:
     no_zone = [(i, e) for i, e in entries.items() if e.cron_tz is None] if options.timezone is None else []
     if no_zone:
         named = _name_jobs(no_zone, len(entries))
-        out.append(f"no timezone for {named} (no CRON_TZ above them): pass --timezone ZONE, e.g. "
-                   "--timezone Europe/London (the host's zone is never used)")
+        out.append(
+            f"no timezone for {named} (no CRON_TZ above them): pass --timezone ZONE, e.g. "
+            "--timezone Europe/London (the host's zone is never used)"
+        )
     if options.catch_up is None and entries:
-        out.append(f"no catch-up policy for {_name_jobs(list(entries.items()), len(entries))}: pass "
-                   "--catch-up skip|latest|all (all needs --max-catch-up N); change single jobs in the TOML after")
+        out.append(
+            f"no catch-up policy for {_name_jobs(list(entries.items()), len(entries))}: pass "
+            "--catch-up skip|latest|all (all needs --max-catch-up N); change single jobs in the TOML after"
+        )
     elif options.catch_up == CatchUp.ALL and options.max_catch_up is None and entries:
-        out.append(f"--catch-up all needs --max-catch-up N for {_name_jobs(list(entries.items()), len(entries))}: "
-                   "the most missed ticks to run after downtime before refusing")
+        out.append(
+            f"--catch-up all needs --max-catch-up N for {_name_jobs(list(entries.items()), len(entries))}: "
+            "the most missed ticks to run after downtime before refusing"
+        )
     return out
 
 
@@ -133,15 +147,28 @@ def _name_jobs(jobs: list[tuple[str, Entry]], total: int, limit: int = 8) -> str
 
 
 def _warn_host_maintenance(entry: Entry, result: Conversion) -> None:
-    match = _HOST_MAINTENANCE.search(entry.command)
-    if match:
-        what = " ".join(match.group(1).split())
-        result.diagnostics.append(warning(entry.file, entry.line, one_line(
-            f"host maintenance ({what}): imported, but under schedctl it runs on whichever worker claims it, "
-            "not on this host; remove it from the TOML unless that is what you want")))
+    run_parts, match = _RUN_PARTS.search(entry.command), _HOST_MAINTENANCE.search(entry.command)
+    if run_parts or match:
+        what = (
+            f"run-parts {run_parts.group(1).rstrip(';)')}" if run_parts else match.group(1) if match else ""
+        )
+        if run_parts and "anacron" in entry.command:
+            what += ", behind an anacron guard"
+        result.diagnostics.append(
+            warning(
+                entry.file,
+                entry.line,
+                one_line(
+                    f"host maintenance ({what}): imported, but it would run on a worker, not on this host; "
+                    "delete it from the TOML if it must stay with the host"
+                ),
+            )
+        )
 
 
-def _build(job_id: str, entry: Entry, options: ImportOptions, now: datetime, result: Conversion) -> Job | None:
+def _build(
+    job_id: str, entry: Entry, options: ImportOptions, now: datetime, result: Conversion
+) -> Job | None:
     from schedctl.config import job_from_mapping
 
     try:
@@ -162,8 +189,12 @@ def _table(entry: Entry, options: ImportOptions) -> dict[str, Any]:
     }
     if options.catch_up == CatchUp.ALL:
         table["max_catch_up"] = options.max_catch_up
-    optional = {"env": dict(entry.env) or None, "stdin": entry.stdin, "user": entry.user,
-                "description": entry.description,
-                "jitter": f"{entry.random_delay}m" if entry.random_delay else None}
+    optional = {
+        "env": dict(entry.env) or None,
+        "stdin": entry.stdin,
+        "user": entry.user,
+        "description": entry.description,
+        "jitter": f"{entry.random_delay}m" if entry.random_delay else None,
+    }
     table.update({k: v for k, v in optional.items() if v is not None})
     return table

@@ -29,7 +29,7 @@ def errors_in(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
     return [d for d in diagnostics if d.severity == ERROR]
 
 
-def one_line(text: str, limit: int = 200) -> str:
+def one_line(text: str, limit: int = 300) -> str:
     """A message must stay on its line whatever a crontab holds: control characters are shown escaped."""
     shown = "".join(ch if ch.isprintable() or ch == " " else ascii(ch)[1:-1] for ch in text)
     return shown if len(shown) <= limit else shown[: limit - 3] + "..."

@@ -10,18 +10,32 @@ would not come back the same is reported: importing the export gives the jobs ba
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from dataclasses import fields as job_fields
 
 from schedctl.crontab.ids import derive_id
-from schedctl.crontab.parse import CONSUMED, SYSTEM, USER, Entry, parse_crontab
+from schedctl.crontab.parse import CONSUMED, SYSTEM, USER, Entry, looks_like_field, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin
 from schedctl.job import Job
 
 # Keys a crontab has no place for; named in the report when a job sets them.
-_DROPPED = ("concurrency", "starting_deadline", "timeout", "retries", "labels", "tags", "workdir", "pass_env",
-            "on_failure", "on_success")
-_DEFAULTS = {f.name: f.default for f in job_fields(Job) if f.name in _DROPPED}
+_DROPPED = (
+    "concurrency",
+    "starting_deadline",
+    "timeout",
+    "retries",
+    "labels",
+    "tags",
+    "workdir",
+    "pass_env",
+    "on_failure",
+    "on_success",
+)
+_DEFAULTS = {
+    f.name: f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
+    for f in job_fields(Job)
+    if f.name in _DROPPED
+}
 
 
 @dataclass
@@ -103,6 +117,8 @@ def _inexpressible(job: Job, fmt: str) -> str | None:
         if _env_line(name, value) is None:
             return f"env {name} holds a newline, or both kinds of quotes"
     command = _command_text(job)
+    if fmt == USER and command is not None and looks_like_field(command):
+        return "the command starts with a word cron would read as a sixth time field"
     if command is None or encode_command(command) is None:
         return "the command holds a newline, or backslashes before a % that cron cannot keep"
     if job.stdin is not None and encode_stdin(job.stdin) is None:
@@ -141,9 +157,13 @@ def _write(job: Job, writer: _Writer, result: ExportResult) -> None:
     if dropped:
         result.messages.append(f"job {job.id!r}: cron has no {', '.join(dropped)}; exported without")
     if writer.fmt == USER and job.user is not None:
-        result.messages.append(f"job {job.id!r}: user {job.user!r} dropped (a user crontab runs as its owner)")
+        result.messages.append(
+            f"job {job.id!r}: user {job.user!r} dropped (a user crontab runs as its owner)"
+        )
     if job.stdin is not None and not (encode_stdin(job.stdin) or ("", True))[1]:
-        result.messages.append(f"job {job.id!r}: cron ends standard input with a newline, which this one lacks")
+        result.messages.append(
+            f"job {job.id!r}: cron ends standard input with a newline, which this one lacks"
+        )
 
 
 def _job_line(job: Job, fmt: str) -> str:
@@ -153,7 +173,8 @@ def _job_line(job: Job, fmt: str) -> str:
         parts.append(job.user)
     if job.stdin is not None:
         encoded = encode_stdin(job.stdin)
-        command += " %" + (encoded[0] if encoded else "")
+        # A command ending in a backslash would escape the separator; a blank keeps them apart.
+        command += (" %" if command.endswith("\\") else "%") + (encoded[0] if encoded else "")
     parts.append(command)
     return " ".join(parts)
 
@@ -179,16 +200,22 @@ def _read_back(text: str, fmt: str, written: list[Job]) -> list[str]:
     """Parse the export as the importer would and name every job that would not come back the same."""
     crontab = parse_crontab(text, "<export>", fmt)
     entries = crontab.entries
-    messages = [f"the export does not read back cleanly: {d.message}" for d in crontab.diagnostics
-                if d.severity == "error"]
+    messages = [
+        f"the export does not read back cleanly: {d.message}"
+        for d in crontab.diagnostics
+        if d.severity == "error"
+    ]
     if len(entries) != len(written):
         return [*messages, f"the export reads back as {len(entries)} jobs, not {len(written)}"]
     for job, entry in zip(written, entries, strict=True):
         differences = _differences(job, entry, fmt)
         if differences:
-            messages.append(f"job {job.id!r} reads back with a different {', '.join(differences)} "
-                            "(cron cannot unset a variable set above it)" if "env" in differences else
-                            f"job {job.id!r} reads back with a different {', '.join(differences)}")
+            messages.append(
+                f"job {job.id!r} reads back with a different {', '.join(differences)} "
+                "(cron cannot unset a variable set above it)"
+                if "env" in differences
+                else f"job {job.id!r} reads back with a different {', '.join(differences)}"
+            )
     return messages
 
 
@@ -204,8 +231,13 @@ def _differences(job: Job, entry: Entry, fmt: str) -> list[str]:
         "user": job.user if fmt == SYSTEM else None,
     }
     got = {
-        "schedule": entry.schedule, "command": entry.command, "stdin": entry.stdin, "env": dict(entry.env),
-        "timezone": entry.cron_tz, "jitter": entry.random_delay, "description": entry.description,
+        "schedule": entry.schedule,
+        "command": entry.command,
+        "stdin": entry.stdin,
+        "env": dict(entry.env),
+        "timezone": entry.cron_tz,
+        "jitter": entry.random_delay,
+        "description": entry.description,
         "user": entry.user,
     }
     return [k for k in wanted if wanted[k] != got[k]]

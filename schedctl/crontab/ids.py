@@ -13,23 +13,132 @@ from collections.abc import Iterable
 MAX_LENGTH = 48
 _SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", ";;", "|&"}
 # Segments that only set the stage for the real command.
-_GUARDS = {"test", "[", "[[", "cd", "true", ":", "sleep", "{", "}", "if", "then", "fi", "export", "umask",
-           "source", ".", "set", "ulimit"}
+_GUARDS = {
+    "test",
+    "[",
+    "[[",
+    "cd",
+    "true",
+    ":",
+    "sleep",
+    "{",
+    "}",
+    "if",
+    "then",
+    "fi",
+    "export",
+    "umask",
+    "source",
+    ".",
+    "set",
+    "ulimit",
+}
 # Programs that run another program: the id names the one they run.
-_WRAPPERS = {"nice", "ionice", "nohup", "timeout", "env", "exec", "chronic", "cronic", "flock", "sudo", "time",
-             "stdbuf", "setlock", "run-one", "systemd-cat", "caffeinate", "taskset", "chrt", "lockrun", "xargs"}
-_WRAPPER_VALUE_OPTIONS = {"nice": {"-n"}, "ionice": {"-c", "-n"}, "sudo": {"-u", "-g"}, "timeout": {"-s", "-k"},
-                          "flock": {"-w", "-E"}, "chrt": {"-p"}, "stdbuf": {"-i", "-o", "-e"}, "taskset": {"-p"}}
+_WRAPPERS = {
+    "nice",
+    "ionice",
+    "nohup",
+    "timeout",
+    "env",
+    "exec",
+    "chronic",
+    "cronic",
+    "flock",
+    "sudo",
+    "time",
+    "stdbuf",
+    "setlock",
+    "run-one",
+    "systemd-cat",
+    "caffeinate",
+    "taskset",
+    "chrt",
+    "lockrun",
+    "xargs",
+}
+_WRAPPER_VALUE_OPTIONS = {
+    "nice": {"-n"},
+    "ionice": {"-c", "-n"},
+    "sudo": {"-u", "-g"},
+    "timeout": {"-s", "-k"},
+    "flock": {"-w", "-E"},
+    "chrt": {"-p"},
+    "stdbuf": {"-i", "-o", "-e"},
+    "taskset": {"-p"},
+}
 _KEYWORDS = {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "exec"}
 _PUNCTUATION = set("();<>|&")
 _WRAPPER_POSITIONALS = {"timeout": 1, "flock": 1, "setlock": 1, "taskset": 1, "chrt": 1}
-_INTERPRETERS = {"sh", "bash", "dash", "zsh", "ksh", "python", "python2", "python3", "perl", "ruby", "php",
-                 "node", "rscript", "deno", "bun", "pwsh", "java", "uv", "poetry", "pipenv"}
+_INTERPRETERS = {
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "python",
+    "python2",
+    "python3",
+    "perl",
+    "ruby",
+    "php",
+    "node",
+    "rscript",
+    "deno",
+    "bun",
+    "pwsh",
+    "java",
+    "uv",
+    "poetry",
+    "pipenv",
+}
 # Tools whose first argument is what the job does.
-_SUBCOMMANDS = {"docker", "podman", "kubectl", "git", "systemctl", "make", "npm", "yarn", "pnpm", "composer",
-                "artisan", "manage", "rake", "bundle", "certbot", "aws", "gcloud", "gsutil", "wp", "drush", "occ",
-                "console", "apt-get", "apt", "psql", "mysql", "redis-cli", "borg", "restic", "rclone", "ansible-playbook",
-                "terraform", "helm", "rails", "run", "cargo", "go", "mix", "dotnet", "invoke", "fab", "just", "task"}
+_SUBCOMMANDS = {
+    "docker",
+    "podman",
+    "kubectl",
+    "git",
+    "systemctl",
+    "make",
+    "npm",
+    "yarn",
+    "pnpm",
+    "composer",
+    "artisan",
+    "manage",
+    "rake",
+    "bundle",
+    "certbot",
+    "aws",
+    "gcloud",
+    "gsutil",
+    "wp",
+    "drush",
+    "occ",
+    "console",
+    "apt-get",
+    "apt",
+    "psql",
+    "mysql",
+    "redis-cli",
+    "borg",
+    "restic",
+    "rclone",
+    "ansible-playbook",
+    "terraform",
+    "helm",
+    "rails",
+    "run",
+    "cargo",
+    "go",
+    "mix",
+    "dotnet",
+    "invoke",
+    "fab",
+    "just",
+    "task",
+}
+# Tools whose first path says what the job is about: `find /home/alice/Downloads ...` -> find-downloads.
+_PATH_TOOLS = {"find", "rsync", "rm", "du", "chown", "chmod", "cp", "mv", "tmpreaper", "tmpwatch", "fdupes"}
 _EXTENSIONS = re.compile(r"\.(sh|bash|py|pl|rb|php|js|mjs|ts|jar|ps1|exe)$")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -132,6 +241,10 @@ def _name_of(segment: list[str]) -> str | None:
         action = next((w for w in rest if not w.startswith("-") and not _ASSIGNMENT.match(w)), None)
         if action:
             name = f"{name} {_EXTENSIONS.sub('', _base(action))}"
+    if name in _PATH_TOOLS:
+        target = next((w for w in rest if w.startswith(("/", "~"))), None)
+        if target and _base(target):
+            name = f"{name} {_base(target)}"
     if name in ("curl", "wget"):
         url = next((w for w in rest if re.match(r"https?://", w)), None)
         if url:

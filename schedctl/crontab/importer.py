@@ -16,7 +16,16 @@ from schedctl.crontab.convert import Conversion, ImportOptions, check_options, c
 from schedctl.crontab.diagnostics import error, errors_in, warning
 from schedctl.crontab.parse import Crontab, Entry, parse_crontab
 from schedctl.crontab.write import write_atomic
-from schedctl.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Diagnostic, SchedctlError, UsageError
+from schedctl.errors import (
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    ConfigError,
+    Diagnostic,
+    SchedctlError,
+    UsageError,
+)
 from schedctl.job import Job
 
 STDIN_NAME = "<stdin>"
@@ -58,17 +67,30 @@ def run_import(request: ImportRequest, now: datetime, read_stdin: Callable[[], b
     _check_output(request)
     outcome = ImportOutcome()
     outcome.crontabs, outcome.diagnostics = read_crontabs(request.paths, request.fmt, read_stdin)
-    taken = _existing_jobs(request, now)
+    try:
+        taken = _existing_jobs(request, now)
+    except ConfigError as exc:  # the --merge target itself is invalid: say so in the importer's format
+        outcome.diagnostics += [error(d.file, d.line, d.message) for d in exc.diagnostics]
+        outcome.exit_code = EXIT_CONFIG
+        return outcome
     entries = [e for c in outcome.crontabs for e in c.entries]
     conversion = convert(entries, request.options, now, taken)
     outcome.diagnostics += conversion.diagnostics
     outcome.missing = conversion.missing
     outcome.entries = conversion.entries
+    order = {c.file: i for i, c in enumerate(outcome.crontabs)}
+    outcome.diagnostics.sort(key=lambda d: (order.get(d.file, -1), d.line or 0))
     broken = errors_in(outcome.diagnostics)
     if (broken and not request.skip_invalid) or outcome.missing:
         outcome.exit_code = EXIT_FAILURE if broken else EXIT_USAGE
         return outcome
-    _finish(request, outcome, conversion, taken)
+    try:
+        _finish(request, outcome, conversion, taken)
+    except ConfigError as exc:
+        message = "cannot add tables to this file (are its jobs written as [jobs.<id>] tables?)"
+        outcome.diagnostics += [error(d.file, d.line, f"{message}: {d.message}") for d in exc.diagnostics]
+        outcome.text, outcome.exit_code = None, EXIT_CONFIG
+        return outcome
     outcome.exit_code = EXIT_FAILURE if broken else EXIT_OK
     return outcome
 
@@ -84,8 +106,10 @@ def _check_output(request: ImportRequest) -> None:
     if target.is_dir():
         raise UsageError(f"-o {request.output}: is a folder; name the TOML file to write")
     if target.exists() and not (request.force or request.merge):
-        raise SchedctlError(f"{request.output} exists: nothing written; pass --force to replace it, or --merge "
-                            "to add the new jobs and keep the ones already there")
+        raise SchedctlError(
+            f"{request.output} exists: nothing written; pass --force to replace it, or --merge "
+            "to add the new jobs and keep the ones already there"
+        )
 
 
 def _existing_jobs(request: ImportRequest, now: datetime) -> dict[str, Job]:
@@ -96,7 +120,9 @@ def _existing_jobs(request: ImportRequest, now: datetime) -> dict[str, Job]:
     return load_jobs(request.output, now)
 
 
-def _finish(request: ImportRequest, outcome: ImportOutcome, conversion: Conversion, taken: dict[str, Job]) -> None:
+def _finish(
+    request: ImportRequest, outcome: ImportOutcome, conversion: Conversion, taken: dict[str, Job]
+) -> None:
     from schedctl.config import dump_jobs, loads_jobs
 
     outcome.jobs = [j for j in conversion.jobs if j.id not in taken]
@@ -104,7 +130,11 @@ def _finish(request: ImportRequest, outcome: ImportOutcome, conversion: Conversi
     if taken:
         existing = Path(request.output or "").read_text(encoding="utf-8")
         # The file's own text stays byte for byte; new tables go after it.
-        text = existing if not outcome.jobs else existing.rstrip("\n") + "\n\n" + _tables_only(dump_jobs(outcome.jobs))
+        text = (
+            existing
+            if not outcome.jobs
+            else existing.rstrip("\n") + "\n\n" + _tables_only(dump_jobs(outcome.jobs))
+        )
         loads_jobs(text, request.output or "")  # the merged file must load, or nothing is written
         private = any(j.env for j in [*taken.values(), *outcome.jobs])
     else:
@@ -152,7 +182,9 @@ def _files(path: Path, diagnostics: list[Diagnostic]) -> list[tuple[Path, str | 
         return []
     for child in children:
         if child.is_dir():
-            diagnostics.append(warning(str(child), None, "a folder: not read (cron does not look in sub-folders)"))
+            diagnostics.append(
+                warning(str(child), None, "a folder: not read (cron does not look in sub-folders)")
+            )
         elif _SKIPPED_NAME.search(child.name):
             diagnostics.append(warning(str(child), None, "not read: cron skips files with such names"))
         else:

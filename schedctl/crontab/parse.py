@@ -117,7 +117,9 @@ def parse_crontab(data: bytes | str, file: str, fmt: str | None = None) -> Cront
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
         result = Crontab(file, fmt or USER, "")
-        result.diagnostics.append(error(file, None, f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab"))
+        result.diagnostics.append(
+            error(file, None, f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab")
+        )
         return result
     lines = _split_lines(raw)
     chosen, reason = (fmt, "--format") if fmt else detect_format(file, lines)
@@ -140,7 +142,10 @@ def _split_lines(raw: bytes) -> list[_Line]:
         try:
             text, bad = piece.decode("utf-8"), None
         except UnicodeDecodeError as exc:
-            text, bad = piece.decode("utf-8", "replace"), f"0x{piece[exc.start]:02x} at column {exc.start + 1}"
+            text, bad = (
+                piece.decode("utf-8", "replace"),
+                f"0x{piece[exc.start]:02x} at column {exc.start + 1}",
+            )
         if index == 0 and text.startswith("\ufeff"):
             text = text[1:]
         last = index == len(pieces) - 1
@@ -171,7 +176,12 @@ def detect_format(file: str, lines: list[_Line]) -> tuple[str, str]:
 
 
 def _is_job_line(text: str) -> bool:
-    return bool(text) and not text.startswith("#") and _parse_env(text) is None and not text.startswith("@reboot")
+    return (
+        bool(text)
+        and not text.startswith("#")
+        and _parse_env(text) is None
+        and not text.startswith("@reboot")
+    )
 
 
 def _sixth_token(text: str) -> str | None:
@@ -205,7 +215,10 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
         state.reset_block()
         return
     if text.startswith("#"):
-        _read_comment(text[1:], state)
+        if line.bad_byte:
+            state.reset_block()  # cron does not mind; a description must be text
+        else:
+            _read_comment(text[1:], state)
         return
     setting = _parse_env(text)
     if setting is not None:
@@ -291,8 +304,12 @@ def _parse_env(text: str) -> tuple[str, str] | None:
 def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Crontab) -> None:
     name, value = setting
     if not line.terminated:
-        _report(result, line, "no newline at the end of the file: cron stops reading here, so this setting "
-                "applies to nothing", severity="warning")
+        _report(
+            result,
+            line,
+            "no newline at the end of the file: cron stops reading here, so this setting applies to nothing",
+            severity="warning",
+        )
         return
     problem = _env_problem(line, name, value)
     if problem:
@@ -306,8 +323,13 @@ def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Cron
         _set_random_delay(line, value, state, result)
     else:
         if name == "TZ":
-            _report(result, line, "TZ only sets the jobs' environment: cron reads schedules in CRON_TZ (or the "
-                    "host's zone), and so does schedctl; set CRON_TZ or pass --timezone", severity="warning")
+            _report(
+                result,
+                line,
+                "TZ only sets the jobs' environment: cron reads schedules in CRON_TZ (or the "
+                "host's zone), and so does schedctl; set CRON_TZ or pass --timezone",
+                severity="warning",
+            )
         state.env[name] = value
 
 
@@ -317,8 +339,10 @@ def _env_problem(line: _Line, name: str, value: str) -> str | None:
     if "\x00" in name or "\x00" in value:
         return "environment line holds a NUL character"
     if not _ENV_NAME.match(name):
-        return (f"environment name {name!r} cannot be passed to a job: names are letters, digits and _, "
-                "not starting with a digit")
+        return (
+            f"environment name {name!r} cannot be passed to a job: names are letters, digits and _, "
+            "not starting with a digit"
+        )
     return None
 
 
@@ -351,7 +375,9 @@ def _set_random_delay(line: _Line, value: str, state: _State, result: Crontab) -
 def _read_job(line: _Line, state: _State, result: Crontab) -> None:
     text = line.text.removeprefix("-")  # cronie: '-' first silences the syslog line; nothing else changes
     if line.bad_byte:
-        _report(result, line, f"bytes that are not UTF-8 (byte {line.bad_byte}); cron jobs here must be UTF-8")
+        _report(
+            result, line, f"bytes that are not UTF-8 (byte {line.bad_byte}); cron jobs here must be UTF-8"
+        )
         return
     if "\x00" in text:
         _report(result, line, "a NUL character: cron would cut the line there")
@@ -367,7 +393,7 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
         user, rest = split
     else:
         user = None
-        if _looks_like_field(rest):
+        if looks_like_field(rest):
             _report(result, line, _six_fields(rest))
             return
     command, stdin = split_percent(rest)
@@ -376,16 +402,31 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
         _report(result, line, "a schedule with no command" + (" (the line starts with '%')" if stdin else ""))
         return
     if not line.terminated:
-        _report(result, line, "no newline at the end of the file: cron ignores this last line (cronie stops "
-                "reading at it, and `crontab` refuses the file); add a newline")
+        _report(
+            result,
+            line,
+            "no newline at the end of the file: cron ignores this last line (cronie stops "
+            "reading at it, and `crontab` refuses the file); add a newline",
+        )
         return
     if state.bad_tz_line is not None:
         _report(result, line, f"its zone comes from the invalid CRON_TZ on line {state.bad_tz_line}")
         return
     description = "\n".join(state.comments).strip() or None
     result.entries.append(
-        Entry(result.file, line.number, schedule, user, command, stdin, MappingProxyType(dict(state.env)),
-              state.cron_tz, state.random_delay, description, state.id_hint)
+        Entry(
+            result.file,
+            line.number,
+            schedule,
+            user,
+            command,
+            stdin,
+            MappingProxyType(dict(state.env)),
+            state.cron_tz,
+            state.random_delay,
+            description,
+            state.id_hint,
+        )
     )
 
 
@@ -393,31 +434,50 @@ def _schedule_and_rest(line: _Line, text: str, result: Crontab) -> tuple[str, st
     from schedctl.cron import validate_expression
 
     tokens = _tokens(text, 5)
+    if not tokens:
+        _report(result, line, "a '-' with no schedule after it")
+        return None
     if "=" in tokens[0][0] or (len(tokens) > 1 and tokens[1][0].startswith("=")):
-        _report(result, line, "neither a job nor an environment setting cron accepts (a quoted value must be "
-                "the whole value, and its quotes must close)")
+        _report(
+            result,
+            line,
+            "neither a job nor an environment setting cron accepts (a quoted value must be "
+            "the whole value, and its quotes must close)",
+        )
         return None
     if text.startswith("@"):
         macro, end = tokens[0]
         if macro == "@reboot":
-            _report(result, line, "@reboot runs at boot, not at a time: left out; run it from the host's boot "
-                    "(a systemd unit) instead", severity="warning")
+            _report(
+                result,
+                line,
+                "@reboot runs at boot, not at a time: left out; run it from the host's boot "
+                "(a systemd unit) instead",
+                severity="warning",
+            )
             return None
         if macro.lower() in _MACROS and macro not in _MACROS:
-            _report(result, line, f"cron reads @-macros in lower case only: '{macro}' (write '{macro.lower()}')")
+            _report(
+                result, line, f"cron reads @-macros in lower case only: '{macro}' (write '{macro.lower()}')"
+            )
             return None
         schedule = macro
     else:
         if len(tokens) < 5:
-            _report(result, line, f"too few fields: a job line needs 5 time fields and a command, found "
-                    f"{len(tokens)} field{'s' if len(tokens) != 1 else ''}")
+            _report(
+                result,
+                line,
+                f"too few fields: a job line needs 5 time fields and a command, found "
+                f"{len(tokens)} field{'s' if len(tokens) != 1 else ''}",
+            )
             return None
         schedule, end = " ".join(t for t, _ in tokens), tokens[-1][1]
     rest = text[end:].lstrip(_BLANKS)
     try:
         validate_expression(schedule)
     except SchedctlError as exc:
-        _report(result, line, str(exc))
+        # `0 30 2 * * * cmd` fails as five fields; the real mistake is the sixth (seconds) one.
+        _report(result, line, _six_fields(rest) if rest and looks_like_field(rest) else str(exc))
         return None
     if not rest:
         _report(result, line, "a schedule with no command")
@@ -443,15 +503,17 @@ def _user_column(line: _Line, rest: str, result: Crontab) -> tuple[str, str] | N
     return user, command
 
 
-def _looks_like_field(rest: str) -> bool:
+def looks_like_field(rest: str) -> bool:
     first = _tokens(rest, 1)[0][0]
     return bool(_FIELD_LIKE.match(first))
 
 
 def _six_fields(rest: str) -> str:
     first = _tokens(rest, 1)[0][0]
-    return (f"6 time fields: cron has no seconds field, so '{first}' would be run as the command (or read "
-            "as the user); write the 5-field schedule (a 6-field one with seconds belongs in the TOML)")
+    return (
+        f"6 time fields: cron has no seconds field, so '{first}' would be run as the command (or read "
+        "as the user); write the 5-field schedule (a 6-field one with seconds belongs in the TOML)"
+    )
 
 
 def _strip_trailing_blanks(command: str) -> str:

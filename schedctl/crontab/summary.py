@@ -33,11 +33,13 @@ def notes(jobs: list[Job], skipped_reboot: int) -> list[str]:
         out.append(
             "schedctl sends no mail. cron mailed the output of "
             f"{len(mailed)} of these jobs (to MAILTO, or to the crontab's owner when MAILTO is unset); MAILTO "
-            "stays in each job's env: use on_failure (e.g. on_failure = \"mail -s failed $MAILTO\") to be told."
+            'stays in each job\'s env: use on_failure (e.g. on_failure = "mail -s failed $MAILTO") to be told.'
         )
     if skipped_reboot:
-        out.append(f"{skipped_reboot} @reboot line{'s were' if skipped_reboot != 1 else ' was'} left out: "
-                   "schedctl runs jobs at times, not at boot.")
+        out.append(
+            f"{skipped_reboot} @reboot line{'s were' if skipped_reboot != 1 else ' was'} left out: "
+            "schedctl runs jobs at times, not at boot."
+        )
     return out
 
 

@@ -37,7 +37,9 @@ def write_atomic(path: str | Path, text: str, *, private: bool) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         if isinstance(exc, OSError):
-            raise SchedctlError(f"cannot write {target}: {exc.strerror or exc}; it was left as it was") from None
+            raise SchedctlError(
+                f"cannot write {target}: {exc.strerror or exc}; it was left as it was"
+            ) from None
         raise
     _sync_folder(folder)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from schedctl.errors import SchedctlError
 from schedctl.observability import health
 from schedctl.observability.metrics import REGISTRY
 
@@ -133,9 +134,12 @@ class ObservabilityServer(ThreadingHTTPServer):
 def start(host: str, port: int, store: Store | None) -> ObservabilityServer:
     """Bind ``host:port`` (port 0 picks a free one: read ``server.port``) and serve in a daemon thread.
 
-    Raises OSError when the port cannot be bound; the caller turns it into an error message.
+    Raises SchedctlError (one line, exit 1) when the address cannot be bound: a port in use, a bad host.
     """
-    server = ObservabilityServer((host, port), store)
+    try:
+        server = ObservabilityServer((host, port), store)
+    except OSError as exc:
+        raise SchedctlError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
     thread = threading.Thread(target=server.serve_forever, name="schedctl-http", daemon=True)
     server.thread = thread
     thread.start()

@@ -130,6 +130,8 @@ class TextFormatter(logging.Formatter):
 
 
 def _text_value(value: Any) -> str:
+    if isinstance(value, float):
+        value = round(value, 6)  # 0.0133747569998377 reads as 0.013375 on a terminal; JSON keeps it all
     plain = _plain(value)
     text = plain if isinstance(plain, str) else json.dumps(plain)
     return json.dumps(text) if (not text or any(c.isspace() for c in text) or '"' in text) else text

@@ -5,6 +5,9 @@ Sampled by the service on a timer rather than on scrape: a scrape must never wai
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -17,6 +20,8 @@ from schedctl.store.types import UTCDateTime
 
 if TYPE_CHECKING:
     from schedctl.store import Store
+
+log = logging.getLogger("schedctl.observability.queue")
 
 
 def sample_queue(store: Store) -> tuple[int, float]:
@@ -57,14 +62,18 @@ def sample_last_success(store: Store) -> int:
     )
     with store.connect() as conn:
         rows = conn.execute(query).all()
+    # One collect of this metric (not of the registry per job): the values this process already holds.
+    held = {
+        sample.labels["job_id"]: sample.value
+        for family in metrics.LAST_SUCCESS.collect()
+        for sample in family.samples
+    }
     for job_id, finished_at in rows:
-        if finished_at is not None:
-            gauge = metrics.LAST_SUCCESS.labels(job_id=job_id)
-            # Never move it backwards: this process may have seen a newer success than the last sample.
-            current = metrics.REGISTRY.get_sample_value(
-                "schedctl_last_success_timestamp_seconds", {"job_id": job_id}
-            )
-            gauge.set(max(finished_at.timestamp(), current or 0.0))
+        if finished_at is None:
+            continue
+        # Never move it backwards: this process may have seen a newer success than the last sample.
+        newest = max(finished_at.timestamp(), held.get(job_id, 0.0))
+        metrics.LAST_SUCCESS.labels(job_id=job_id).set(newest)
     return len(rows)
 
 
@@ -92,7 +101,9 @@ def start_sampler(
     return thread
 
 
-def _sample_forever(store: Store, stopping: threading.Event, interval: float, last_success_interval: float) -> None:
+def _sample_forever(
+    store: Store, stopping: threading.Event, interval: float, last_success_interval: float
+) -> None:
     failing = False
     next_last_success = 0.0
     while not stopping.is_set():

@@ -7,18 +7,32 @@ lost the run: nothing in memory decides who owns a run, only the row.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import combinations
 from typing import Any
 
-from sqlalchemy import and_, delete, exists, func, insert, or_, select, tuple_, update
+from sqlalchemy import (
+    Float,
+    Integer,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from schedctl.job import Job, labels_key
-from schedctl.store.dialect import db_now, insert_ignore, lock_for_claim, now_plus
+from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
 from schedctl.store.schema import job_events, job_runs, job_state
 
 MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
@@ -111,11 +125,18 @@ def claim(
 
 
 def _candidates(limit: int, labels: Sequence[str], stale_after: float, conn: Connection) -> Any:
+    query = _candidate_query(tuple(labels))
+    return lock_for_claim(query.params(limit=limit, stale=-float(stale_after)), conn)
+
+
+@functools.lru_cache(maxsize=32)
+def _candidate_query(labels: tuple[str, ...]) -> Any:
+    """Built once per label set: constructing this expression costs more than running it on SQLite."""
     r = job_runs.c
     other = job_runs.alias("other")
     o = other.c
     queued_due = and_(r.state == "queued", or_(r.not_before.is_(None), r.not_before <= db_now()))
-    stale = and_(r.state == "running", r.heartbeat_at < now_plus(-stale_after))
+    stale = and_(r.state == "running", r.heartbeat_at < db_now_plus(bindparam("stale", type_=Float)))
     # In scheduled order: a queued forbid run waits for every earlier one and for any running one.
     forbid_queued_blocked = exists().where(
         o.job_id == r.job_id,
@@ -129,7 +150,7 @@ def _candidates(limit: int, labels: Sequence[str], stale_after: float, conn: Con
         and_(r.state == "queued", ~forbid_queued_blocked),
         and_(r.state == "running", ~forbid_running_blocked),
     )
-    query = (
+    return (
         select(
             r.job_id,
             r.scheduled_for,
@@ -144,9 +165,8 @@ def _candidates(limit: int, labels: Sequence[str], stale_after: float, conn: Con
         )
         .where(or_(queued_due, stale), r.labels_key.in_(list(labels)), forbid_ok)
         .order_by(r.scheduled_for, r.job_id)
-        .limit(limit)
+        .limit(bindparam("limit", type_=Integer))
     )
-    return lock_for_claim(query, conn)
 
 
 def _claim_update(identity: str, exclusive: bool) -> Any:
@@ -223,42 +243,87 @@ def save_checkpoint(conn: Connection, job_id: str, scheduled_for: datetime, atte
 
 def record(conn: Connection, outcome: Outcome) -> bool:
     """Write how a run ended, a retry or a hand back. False: the run was taken over; nothing was written."""
+    return record_many(conn, [outcome])[0]
+
+
+def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
+    """Record a batch of outcomes: one locking read says which runs are still held at their attempt, then
+    one executemany per kind of outcome writes those. A run that is no longer held gets False, no write."""
+    if not outcomes:
+        return []
+    r = job_runs.c
+    keys = [(o.job_id, o.scheduled_for, o.attempt) for o in outcomes]
+    held = {
+        (row.job_id, row.scheduled_for, row.attempt)
+        for row in conn.execute(
+            select(r.job_id, r.scheduled_for, r.attempt)
+            .where(tuple_(r.job_id, r.scheduled_for, r.attempt).in_(keys), r.state == "running")
+            .with_for_update()
+        )
+    }
+    written = [key in held for key in keys]
+    groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for outcome, ok in zip(outcomes, written, strict=True):
+        if ok:
+            groups.setdefault(_shape(outcome), []).append(_params(outcome))
+    for (kind, with_checkpoint), params in groups.items():
+        conn.execute(_record_statement(kind, with_checkpoint), params)
+    return written
+
+
+def _shape(outcome: Outcome) -> tuple[str, bool]:
+    if outcome.state == "queued":
+        kind = "retry" if outcome.retry_after is not None else "hand_back"
+    else:
+        kind = "failed" if outcome.state == "failed" else "finished"
+    return kind, outcome.save_checkpoint
+
+
+def _params(o: Outcome) -> dict[str, Any]:
+    return {
+        "b_job_id": o.job_id, "b_scheduled_for": o.scheduled_for, "b_attempt": o.attempt, "b_state": o.state,
+        "b_exit_status": o.exit_status, "b_output_tail": o.output_tail, "b_error": o.error, "b_reason": o.reason,
+        "b_checkpoint": o.checkpoint, "b_retry_after": float(o.retry_after or 0.0),
+    }
+
+
+@functools.lru_cache(maxsize=16)
+def _record_statement(kind: str, with_checkpoint: bool) -> Any:
     r = job_runs.c
     values: dict[str, Any] = {"exclusive": None}
-    if outcome.save_checkpoint:
-        values["checkpoint"] = outcome.checkpoint
-    if outcome.state == "queued":
+    if with_checkpoint:
+        values["checkpoint"] = bindparam("b_checkpoint", type_=job_runs.c.checkpoint.type)
+    if kind in ("retry", "hand_back"):
         values.update(state="queued", worker=None, heartbeat_at=None)
-        if outcome.retry_after is not None:
-            values.update(
-                failures=r.failures + 1,
-                not_before=now_plus(outcome.retry_after),
-                exit_status=outcome.exit_status,
-                output_tail=outcome.output_tail,
-                error=outcome.error,
-            )
-    else:
+    if kind == "retry":
         values.update(
-            state=outcome.state,
-            finished_at=db_now(),
-            exit_status=outcome.exit_status,
-            output_tail=outcome.output_tail,
-            error=outcome.error,
-            reason=outcome.reason,
+            failures=r.failures + 1,
+            not_before=db_now_plus(bindparam("b_retry_after", type_=Float)),
+            exit_status=bindparam("b_exit_status"),
+            output_tail=bindparam("b_output_tail"),
+            error=bindparam("b_error"),
         )
-        if outcome.state == "failed":
-            values["failures"] = r.failures + 1
-    result = conn.execute(
+    if kind in ("finished", "failed"):
+        values.update(
+            state=bindparam("b_state"),
+            finished_at=db_now(),
+            exit_status=bindparam("b_exit_status"),
+            output_tail=bindparam("b_output_tail"),
+            error=bindparam("b_error"),
+            reason=bindparam("b_reason"),
+        )
+    if kind == "failed":
+        values["failures"] = r.failures + 1
+    return (
         update(job_runs)
         .where(
-            r.job_id == outcome.job_id,
-            r.scheduled_for == outcome.scheduled_for,
-            r.attempt == outcome.attempt,
+            r.job_id == bindparam("b_job_id"),
+            r.scheduled_for == bindparam("b_scheduled_for"),
+            r.attempt == bindparam("b_attempt"),
             r.state == "running",
         )
         .values(**values)
     )
-    return bool(result.rowcount)
 
 
 def prune(conn: Connection, job_ids: Iterable[str], keep_succeeded: int, keep_failed: int) -> dict[str, int]:

@@ -106,6 +106,50 @@ def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) ->
     return inserted
 
 
+def insert_ignore_many(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+    """``insert_ignore`` for thousands of rows (a dispatch batch): same result, a fraction of the cost.
+
+    A multi-row VALUES statement is compiled afresh for every chunk (SQLAlchemy cannot cache it), which
+    costs ~1 ms a row. PostgreSQL gets one ``INSERT ... SELECT FROM unnest(arrays)`` per call: a short
+    statement whatever the row count. SQLite and MySQL get a cached statement and ``executemany``.
+    Every row must have the same keys.
+    """
+    if not rows:
+        return 0
+    name = conn.dialect.name
+    if name == "postgresql":
+        return _pg_insert_unnest(conn, table, rows)
+    if name == "sqlite":
+        stmt: Any = sqlite_insert(table).on_conflict_do_nothing()
+    else:
+        stmt = mysql_insert(table).prefix_with("IGNORE")
+    # sqlite3 and PyMySQL both sum executemany's row counts; an ignored duplicate counts zero.
+    return max(0, conn.execute(stmt, rows).rowcount or 0)
+
+
+def _pg_insert_unnest(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+    import json
+
+    from sqlalchemy import JSON
+
+    names = list(rows[0])
+    columns = [table.c[n] for n in names]
+    casts, params = [], {}
+    for i, column in enumerate(columns):
+        values = [row[column.name] for row in rows]
+        if isinstance(column.type, JSON):
+            values = [None if v is None else json.dumps(v) for v in values]
+        typ = column.type.compile(dialect=conn.dialect)
+        casts.append(f"CAST(%(c{i})s AS {typ}[])")
+        params[f"c{i}"] = values
+    column_list = ", ".join(f'"{c.name}"' for c in columns)
+    sql = (
+        f'INSERT INTO "{table.name}" ({column_list}) SELECT * FROM unnest({", ".join(casts)}) '
+        "ON CONFLICT DO NOTHING"
+    )
+    return max(0, conn.exec_driver_sql(sql, params).rowcount or 0)
+
+
 def supports_skip_locked(conn: Connection) -> bool:
     return conn.dialect.name in ("postgresql", "mysql", "mariadb")
 

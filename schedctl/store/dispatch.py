@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
 from schedctl.store import Store
-from schedctl.store.dialect import insert_ignore
+from schedctl.store.dialect import insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
 IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
@@ -131,7 +131,7 @@ def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: dateti
             }
             for c in defined
         ]
-        insert_ignore(conn, job_state, rows)
+        insert_ignore_many(conn, job_state, rows)
     for change in changes:
         if change.kind == "schedule_changed":
             conn.execute(
@@ -170,7 +170,7 @@ def dispatch(
         )
         _cancel_replaced(conn, result.queued, jobs)
         rows = [_row(t, jobs[t.job_id], fence.term, now) for t in decided]
-        result.inserted = insert_ignore(conn, job_runs, rows)
+        result.inserted = insert_ignore_many(conn, job_runs, rows)
         _advance(conn, decided, now)
         if refusals:
             _refuse(conn, refusals, now)
@@ -255,10 +255,20 @@ def _row(tick: Tick, job: Job, term: int, now: datetime) -> dict[str, Any]:
         "queued_at": now,
         "not_before": tick.not_before,
         "cancel_requested": False,
-        "snapshot": job.snapshot(),
-        "labels_key": job.labels_key,
-        "concurrency": str(job.concurrency),
+        **_static(job),
     }
+
+
+_STATIC: dict[str, tuple[Job, dict[str, Any]]] = {}
+
+
+def _static(job: Job) -> dict[str, Any]:
+    """What every run row of a job definition shares, computed once per definition, not once per tick."""
+    cached = _STATIC.get(job.id)
+    if cached is None or cached[0] is not job:
+        cached = (job, {"snapshot": job.snapshot(), "labels_key": job.labels_key, "concurrency": str(job.concurrency)})
+        _STATIC[job.id] = cached
+    return cached[1]
 
 
 def _advance(conn: Connection, ticks: Sequence[Tick], now: datetime) -> None:

@@ -132,6 +132,29 @@ def recent_runs(conn: Connection, job_id: str, before: datetime, limit: int) -> 
     return [_run(r) for r in conn.execute(query)]
 
 
+def runs_in_states(
+    conn: Connection, job_id: str, states: tuple[str, ...], before: datetime, limit: int
+) -> list[RunRecord]:
+    """The ``limit`` latest rows in one of ``states`` with ``scheduled_for <= before``, newest first."""
+    query = (
+        select(*_RUN_COLUMNS)
+        .where(job_runs.c.job_id == job_id, job_runs.c.state.in_(states), job_runs.c.scheduled_for <= before)
+        .order_by(job_runs.c.scheduled_for.desc())
+        .limit(limit)
+    )
+    return [_run(r) for r in conn.execute(query)]
+
+
+def active_runs(conn: Connection, job_id: str) -> tuple[int, datetime | None]:
+    """How many runs of the job are queued or running, and the oldest one's tick."""
+    count, oldest = conn.execute(
+        select(func.count(), func.min(job_runs.c.scheduled_for)).where(
+            job_runs.c.job_id == job_id, job_runs.c.state.in_(("queued", "running"))
+        )
+    ).one()
+    return int(count), oldest
+
+
 def last_runs_by_job(conn: Connection, job_ids: list[str], before: datetime) -> dict[str, RunRecord]:
     """Each job's latest non-skipped row at or before ``before`` (one query for the all-jobs summary)."""
     if not job_ids:

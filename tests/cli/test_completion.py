@@ -117,12 +117,10 @@ def test_bash_completes_job_ids_from_the_job_file(tmp_path: Path) -> None:
     (tmp_path / "schedctl.toml").write_text(JOBS_TOML)
     script = f"""
 source {COMPLETIONS / FILES["bash"]}
-COMP_WORDS=(schedctl next b); COMP_CWORD=2
+COMP_WORDS=(schedctl status b); COMP_CWORD=2
 _schedctl_completion schedctl
 echo "REPLY=${{COMPREPLY[*]}}"
 """
-    if _job_param("next") is None:
-        pytest.skip("`schedctl next` has no JOB argument with job-id completion yet")
     proc = subprocess.run(
         [bash, "--norc", "--noprofile", "-c", script],
         capture_output=True,
@@ -256,14 +254,13 @@ def test_job_id_completion_is_fast_on_ten_thousand_jobs(tmp_path: Path) -> None:
 
 
 def _job_param(name: str) -> click.Parameter | None:
+    """The parameter of `schedctl NAME` that takes job ids: a JOB argument, or a --job option."""
     command = cli.get_command(click.Context(cli), name)
     assert command is not None
     for param in command.params:
-        if (
-            param.name in ("job", "job_id", "jobs")
-            and not isinstance(param, click.Option)
-            or (isinstance(param, click.Option) and "--job" in param.opts)
-        ):
+        if isinstance(param, click.Argument) and param.name in ("job", "job_id", "job_ids"):
+            return param
+        if isinstance(param, click.Option) and "--job" in param.opts:
             return param
     return None
 

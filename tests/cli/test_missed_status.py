@@ -164,6 +164,30 @@ def test_missed_table_and_counts_and_check(env):
     assert quiet.exit_code == 0 and "no missed ticks" in quiet.stderr
 
 
+def test_check_exit_codes_through_the_real_entry_point(env, capsys):
+    def code(*args: str) -> int:
+        with pytest.raises(SystemExit) as exited:
+            main([*args, "--jobs", env["jobs"], "--db", env["db"]])
+        return int(exited.value.code or 0)
+
+    assert code("missed", "--check") == 1
+    assert code("status", "--check") == 1
+    assert code("missed", "billing", "--check", "--until", (BASE - timedelta(hours=4)).isoformat()) == 0
+    assert code("status") == 0
+    capsys.readouterr()
+
+
+def test_an_unmigrated_database_is_one_line_and_exit_1(env, tmp_path, capsys):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    for command in (["missed"], ["status"], ["replay", "--max", "1", "--yes"], ["pause", "billing"]):
+        with pytest.raises(SystemExit) as exited:
+            main([*command, "--jobs", env["jobs"], "--db", f"sqlite:///{empty}"])
+        assert exited.value.code == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "schedctl db upgrade" in err[0], err
+
+
 def test_missed_rejects_a_bad_time_and_an_unknown_job(env):
     bad = run(env, "missed", "billing", "--since", "yesterday-ish")
     assert bad.exit_code == 2 and "--since" in bad.output and "invalid time" in bad.output

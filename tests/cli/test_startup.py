@@ -92,9 +92,22 @@ CASES = {
         [],
         {"_SCHEDCTL_COMPLETE": "zsh_complete", "COMP_WORDS": "schedctl next b", "COMP_CWORD": "2"},
     ),
+    "tab-status-job-ids": (
+        [],
+        {"_SCHEDCTL_COMPLETE": "zsh_complete", "COMP_WORDS": "schedctl status b", "COMP_CWORD": "2"},
+    ),
 }
 # The listing shows no table and needs no cron arithmetic.
-NEEDS_NOTHING = {"help", "version", "completion", "serve-help", "tab-commands", "tab-options", "tab-job-ids"}
+NEEDS_NOTHING = {
+    "help",
+    "version",
+    "completion",
+    "serve-help",
+    "tab-commands",
+    "tab-options",
+    "tab-job-ids",
+    "tab-status-job-ids",
+}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -110,10 +123,11 @@ def test_command_leaves_database_modules_unimported(workdir: Path, case: str) ->
         assert lazy == [], f"`schedctl {' '.join(args)}` imported {lazy} before needing it"
 
 
-def test_tab_completion_of_job_ids_answers(workdir: Path) -> None:
-    _, env = CASES["tab-job-ids"]
+@pytest.mark.parametrize("case", ["tab-job-ids", "tab-status-job-ids"])
+def test_tab_completion_of_job_ids_answers(workdir: Path, case: str) -> None:
+    _, env = CASES[case]
     code, _, output = run_cli(workdir, [], env)
-    assert code == 0
+    assert code == 0, output
     assert "backup" in output.split("\n")
 
 

@@ -218,3 +218,30 @@ def test_serve_exports_every_metric_with_sensible_values(
     assert about_runs, "no run_* events logged"
     for entry in about_runs:
         assert {"job_id", "scheduled_for", "attempt"} <= set(entry), entry
+
+
+def test_probes_answer_while_the_database_is_down(tmp_path: Path) -> None:
+    """Live (the process is fine) but not ready: Kubernetes must stop routing, not restart it in a loop."""
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    with log.open("w") as log_file:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "schedctl", "serve", "--role", "worker",
+                "--db", "postgresql://schedctl:hunter2@127.0.0.1:1/nothing",
+                "--metrics-port", str(port), "--log-format", "json",
+            ],
+            stdout=subprocess.DEVNULL, stderr=log_file, text=True, cwd=tmp_path, env=env,
+        )  # fmt: skip
+    try:
+        status = _wait_for(lambda: _get(port, "/livez")[0], 15, "/livez while the database is down", proc, log)
+        assert status == 200
+        ready, body = _get(port, "/readyz")
+        assert ready == 503
+        assert "hunter2" not in body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=20)
+    assert code == 0
+    assert "hunter2" not in log.read_text()

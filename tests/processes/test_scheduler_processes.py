@@ -62,7 +62,8 @@ class Replica:
         try:
             return self.proc.wait(timeout)
         finally:
-            self._log.close()
+            if not self._log.closed:
+                self._log.close()
 
     def log(self) -> str:
         return self.log_path.read_text()
@@ -86,7 +87,7 @@ def cluster(db_url: str, tmp_path: Path) -> Iterator[Callable[..., Replica]]:
     for replica in started:
         if replica.proc.poll() is None:
             replica.proc.kill()
-            replica.wait()
+        replica.wait()
 
 
 def _until(predicate: Callable[[], Any], timeout: float, step: float = 0.05) -> Any:
@@ -127,6 +128,10 @@ def _assert_terms_do_not_overlap(store: Any) -> None:
         assert later.acquired_at >= held_until, f"term {later.term} began while term {earlier.term} held"
 
 
+def _logs(replicas: dict[str, Replica]) -> str:
+    return "".join(f"\n--- {name}\n{r.log()}" for name, r in replicas.items())
+
+
 def _new_holder(store: Any, old: str) -> str | None:
     holder = _holder(store)
     return holder if holder not in (None, old) else None
@@ -142,14 +147,14 @@ def test_three_replicas_one_leader_no_tick_lost_across_kill_and_stop(db_url: str
     killed_at = time.monotonic()
     second = _until(lambda: _new_holder(store, first), LEASE + RENEW + SLACK + 2)
     kill_takeover = time.monotonic() - killed_at
-    assert kill_takeover <= LEASE + RENEW + SLACK, f"takeover after SIGKILL took {kill_takeover:.2f}s"
+    assert kill_takeover <= LEASE + RENEW + SLACK, f"takeover after SIGKILL took {kill_takeover:.2f}s" + _logs(replicas)
     time.sleep(2.0)
 
     replicas[second].signal(signal.SIGTERM)
     stopped_at = time.monotonic()
     third = _until(lambda: _new_holder(store, second), RENEW * 1.5 + SLACK + 2)
     term_takeover = time.monotonic() - stopped_at
-    assert term_takeover <= RENEW * 1.5 + SLACK, f"takeover after SIGTERM took {term_takeover:.2f}s"
+    assert term_takeover <= RENEW * 1.5 + SLACK, f"takeover after SIGTERM took {term_takeover:.2f}s" + _logs(replicas)
     assert replicas[second].wait() == 0
     time.sleep(2.0)
 

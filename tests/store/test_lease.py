@@ -124,6 +124,14 @@ def test_release_hands_over_at_the_next_attempt(store):
     assert not lease.release(store, NAME, "a", mine.term)
 
 
+def test_releasing_a_lapsed_lease_does_not_extend_it(store):
+    lapsed = lease.acquire_or_renew(store, NAME, "a", -5)
+    assert lease.release(store, NAME, "a", lapsed.term)
+    (term,) = lease.history(store, NAME)
+    assert lease.current(store, NAME).expires_at == lapsed.expires_at == term.ended_at
+    assert term.end_reason == "released"
+
+
 def test_history_is_newest_first_and_limited(store):
     for i in range(4):
         result = lease.acquire_or_renew(store, NAME, f"h{i}", 300)

@@ -526,3 +526,74 @@ def test_failing_verdict_and_the_all_jobs_summary(store):
     assert summary["bad"].verdict_code == Verdict.FAILING and summary["bad"].verdict_code.bad
     assert summary["good"].verdict_code == Verdict.HEALTHY and not summary["good"].verdict_code.bad
     assert summary["good"].next_fire == T(11, 0)
+
+
+def test_ticks_dropped_by_the_jobs_own_policy_do_not_make_status_bad(store):
+    seed_outage(store)
+    cache = job("cache")  # catch_up = "skip"
+    latest = job("latest", catch_up=CatchUp.LATEST)
+    with store.begin() as conn:
+        add_state(conn, cache, T(9, 0), T(16, 40))
+        add_state(conn, latest, T(9, 0), T(16, 40))
+        add_runs(conn, cache, every_10_minutes(T(9, 10), T(13, 0)))
+        add_runs(conn, cache, OUTAGE_TICKS, state="skipped", term=8, reason="catch_up_skip")
+        add_runs(conn, cache, [T(16, 40)], term=8)
+        # no rows at all for the outage (older than the 1000 rows a leader writes): explained by the lease
+        add_runs(conn, latest, [*every_10_minutes(T(9, 10), T(13, 0)), T(16, 40)])
+    st = job_status(store, cache, now=T(16, 45))
+    assert st.verdict_code == Verdict.HEALTHY and len(st.missed) == 21
+    assert st.verdict == (
+        "healthy: last run succeeded at 16:40, next at 16:50; 21 ticks not run by the job's policy "
+        "(catch_up_skip; `schedctl missed cache`)"
+    )
+    assert job_status(store, latest, now=T(16, 45)).verdict_code == Verdict.HEALTHY
+    # the same outage for catch_up = "all" is a problem until replayed
+    assert job_status(store, BILLING, now=T(16, 45)).verdict_code == Verdict.MISSED
+
+
+@pytest.mark.processes
+def test_two_replay_processes_racing_dispatch_each_tick_once(store, db_url, tmp_path):
+    """Real `schedctl replay` processes on the real clock: a minutely job, no leader for the last 2 hours."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[jobs.minutely]\nschedule = "* * * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "true"\n'
+    )
+    now = datetime.now(UTC)
+    minutely = Job(id="minutely", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true")
+    with store.begin() as conn:
+        add_state(conn, minutely, now - timedelta(hours=2), now - timedelta(hours=2))
+        add_term(conn, 1, "host-b:4711", now - timedelta(hours=3), now - timedelta(hours=2), current=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "schedctl",
+        "replay",
+        "--max",
+        "1000",
+        "--yes",
+        "--jobs",
+        str(jobs),
+        "--db",
+        db_url,
+    ]
+    procs = [
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    replayed = [int(m.group(1)) for _, err in outs for m in [re.search(r"replayed (\d+) ticks", err)] if m]
+    with store.begin() as conn:
+        ticks = (
+            conn.execute(select(job_runs.c.scheduled_for).where(job_runs.c.job_id == "minutely"))
+            .scalars()
+            .all()
+        )
+    assert len(ticks) == len(set(ticks)) >= 118  # ~120 minutes of ticks, each exactly once
+    assert sum(replayed) == len(ticks)  # what the two processes say they queued adds up to the rows

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from schedctl import config
 from schedctl.config import load_jobs
 from schedctl.errors import EXIT_CONFIG, ConfigError
 
@@ -67,10 +68,14 @@ def test_an_empty_file_and_an_empty_folder_hold_no_jobs(tmp_path: Path) -> None:
     assert load_jobs(tmp_path / "folder", now=NOW) == {}
 
 
-def test_a_huge_file_is_refused_before_parsing(tmp_path: Path) -> None:
-    (tmp_path / "big.toml").write_bytes(b"# " + b"x" * (17 * 1024 * 1024))
-    with pytest.raises(ConfigError, match="larger than 16 MiB"):
+def test_a_huge_file_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "MAX_FILE_BYTES", 1000)
+    (tmp_path / "big.toml").write_bytes(b"#" * 1001)
+    with pytest.raises(ConfigError) as caught:
         load_jobs(tmp_path / "big.toml", now=NOW)
+    assert str(caught.value) == f"{tmp_path / 'big.toml'}: larger than 64 MiB: not a job file"
+    with pytest.raises(ConfigError, match="not a job file"):
+        config.loads_jobs(b"#" * 1001, "big.toml", now=NOW)
 
 
 def test_the_shipped_examples_are_valid() -> None:

@@ -313,7 +313,9 @@ RESTARTS = [
 
 
 @pytest.mark.parametrize("expr", ["0 * * * *", "*/15 * * * *", "30 1 * * *", "30 2 * * *", "0 1,2 * * *"])
-@pytest.mark.parametrize("policy", [None, DstPolicy(DstGap.SKIP, DstOverlap.BOTH), DstPolicy(DstGap.RUN, DstOverlap.LAST)])
+@pytest.mark.parametrize(
+    "policy", [None, DstPolicy(DstGap.SKIP, DstOverlap.BOTH), DstPolicy(DstGap.RUN, DstOverlap.LAST)]
+)
 def test_fires_do_not_depend_on_where_iteration_starts(expr: str, policy: DstPolicy | None) -> None:
     s = schedule_for(expr, "America/New_York", policy)
     for restart in RESTARTS:

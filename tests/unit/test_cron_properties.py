@@ -3,7 +3,8 @@ day-of-month/day-of-week rule and on DST for 5-field expressions.
 
 Known cronsim quirks kept out of the generated expressions: a one-value stepped range (``7-7/4``) is read by
 cronsim as ``7/4`` (7 to the end); and with Lord Howe's 30-minute shift cronsim skips real wall times after the
-fall-back (it misses 02:03 +10:30 on 2028-04-02 for ``3 */2 * * *``), so the DST differential uses 1-hour zones.
+fall-back (it misses 02:03 +10:30 on 2028-04-02 for ``3 */2 * * *``), so the DST differential uses 1-hour zones;
+and started inside the second pass of an overlap it can answer a time before its start (see below).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedctl.cron import Schedule, _cron, _parse, schedule_for
+from schedctl.cron import Schedule, _cron, schedule_for
+from schedctl.cronexpr import parse_expression
 from schedctl.job import DstGap, DstOverlap, DstPolicy
 
 FIELDS = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)]
@@ -122,13 +124,13 @@ def dst_case(draw: st.DrawFn, zones: list[str]) -> tuple[str, str, datetime]:
 def test_same_as_cronsim_around_dst(case: tuple[str, str, datetime]) -> None:
     expr, zone, start = case
     ours = [f.utc for f in itertools.islice(schedule_for(expr, zone).fires(start), 60)]
-    oracle = CronSim(expr, start.astimezone(ZoneInfo(zone)))
-    assert ours == [next(oracle).astimezone(UTC) for _ in range(60)]
+    # cronsim started inside the second pass of an overlap walks the naive wall clock and can answer the
+    # first pass, before its start (30 1 * * * from 06:00Z on 2026-11-01 gives 05:30Z): drop those.
+    oracle = (d.astimezone(UTC) for d in CronSim(expr, start.astimezone(ZoneInfo(zone))))
+    assert ours == list(itertools.islice((d for d in oracle if d > start), 60))
 
 
-policies = st.sampled_from(
-    [None, *(DstPolicy(g, o) for g in (None, *DstGap) for o in (None, *DstOverlap))]
-)
+policies = st.sampled_from([None, *(DstPolicy(g, o) for g in (None, *DstGap) for o in (None, *DstOverlap))])
 
 
 @settings(max_examples=150, deadline=None)
@@ -138,7 +140,7 @@ def test_fires_are_ordered_in_window_match_the_wall_clock_and_restart_anywhere(
 ) -> None:
     expr, zone, start = case
     s = schedule_for(expr, zone, policy)
-    spec = _parse(expr)
+    spec = parse_expression(expr)
     end = start + timedelta(days=3)
     fires = list(s.fires(start, end))
     utcs = [f.utc for f in fires]
@@ -169,7 +171,9 @@ def test_fast_daily_path_equals_croniter(minute: str, hour: str, second: str, st
 
 def test_hourly_fires_match_cronsim_for_a_whole_year_in_new_york() -> None:
     start = datetime(2026, 1, 1, tzinfo=UTC) - timedelta(microseconds=1)
-    ours = [f.utc for f in schedule_for("0 * * * *", "America/New_York").fires(start, start + timedelta(days=365))]
+    ours = [
+        f.utc for f in schedule_for("0 * * * *", "America/New_York").fires(start, start + timedelta(days=365))
+    ]
     oracle = CronSim("0 * * * *", start.astimezone(ZoneInfo("America/New_York")))
     assert ours == [next(oracle).astimezone(UTC) for _ in range(len(ours))]
     assert len(ours) == 365 * 24  # one lost in March, one extra in November

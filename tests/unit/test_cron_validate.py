@@ -119,7 +119,14 @@ def test_never_fires_within_ten_years_is_measured_from_now() -> None:
         validate_expression("0 0 29 2 */7", now=datetime(2032, 3, 1, tzinfo=UTC))
 
 
-ZONES_OK = ["Europe/London", "UTC", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "America/Argentina/Buenos_Aires"]
+ZONES_OK = [
+    "Europe/London",
+    "UTC",
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Asia/Kolkata",
+    "America/Argentina/Buenos_Aires",
+]
 
 ZONES_REFUSED = [
     ("Europe/Londn", "unknown zone 'Europe/Londn' (did you mean 'Europe/London'?)"),

@@ -97,6 +97,37 @@ def test_run_duration_buckets_span_a_second_to_hours() -> None:
     assert (below, value) == (0.0, 1.0)
 
 
+def test_job_series_are_capped_and_the_rest_share_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    monkeypatch.setattr(metrics, "JOB_SERIES", metrics.JobSeries(2))
+    registry = CollectorRegistry()
+    counter = metrics.JobCounter("t_runs_total", "test", ["job_id", "state"], registry=registry)
+    counter.labels("a", "succeeded").inc()
+    counter.labels(job_id="b", state="failed").inc()
+    counter.labels("c", "succeeded").inc()
+    counter.labels(job_id="d", state="succeeded").inc()
+    counter.labels("a", "failed").inc()  # a known job keeps its series
+    value = registry.get_sample_value
+    assert value("t_runs_total", {"job_id": "a", "state": "succeeded"}) == 1
+    assert value("t_runs_total", {"job_id": "a", "state": "failed"}) == 1
+    assert value("t_runs_total", {"job_id": "b", "state": "failed"}) == 1
+    assert value("t_runs_total", {"job_id": "_other", "state": "succeeded"}) == 2
+    assert value("t_runs_total", {"job_id": "c", "state": "succeeded"}) is None
+
+
+def test_job_series_limit_zero_means_unlimited() -> None:
+    series = metrics.JobSeries(0)
+    assert [series.label(f"j{i}") for i in range(5000)][-1] == "j4999"
+
+
+def test_no_created_series() -> None:
+    from prometheus_client import generate_latest
+
+    metrics.TICKS_DISPATCHED.labels(job_id="created").inc()
+    assert b"_created" not in generate_latest(metrics.REGISTRY)
+
+
 # -- health ------------------------------------------------------------------------------------------------
 
 
@@ -235,8 +266,10 @@ def test_unknown_path_is_404(server: obs_http.ObservabilityServer) -> None:
     assert _get(server.port, "/")[0] == 404
 
 
-def test_start_on_a_busy_port_raises_oserror(server: obs_http.ObservabilityServer) -> None:
-    with pytest.raises(OSError):
+def test_start_on_a_busy_port_is_a_one_line_error(server: obs_http.ObservabilityServer) -> None:
+    from schedctl.errors import SchedctlError
+
+    with pytest.raises(SchedctlError, match=rf"cannot serve metrics on 127.0.0.1:{server.port}: .*in use"):
         obs_http.start("127.0.0.1", server.port, None)
 
 
@@ -431,3 +464,51 @@ def test_bad_format_or_level_is_refused() -> None:
         configure("xml", "info")
     with pytest.raises(ValueError):
         configure("json", "loud")
+
+
+def test_sampler_thread_updates_the_gauges_and_survives_a_database_error(sqlite_url: str) -> None:
+    import threading
+
+    from schedctl.observability.queue import start_sampler
+    from schedctl.store import open_store
+    from schedctl.store.migrate import upgrade
+    from schedctl.store.schema import job_runs
+
+    st = open_store(sqlite_url)
+    upgrade(st)
+    now = datetime.now(UTC)
+    with st.begin() as conn:
+        conn.execute(
+            job_runs.insert(),
+            [_run_row(f"sampled-{i}", now - timedelta(seconds=5), "queued") for i in range(3)],
+        )
+    stopping = threading.Event()
+    broken = open_store("sqlite:////nonexistent-dir/x.db")
+    bad = start_sampler(broken, stopping, interval=0.05)
+    good = start_sampler(st, stopping, interval=0.05)
+    try:
+        deadline = time.monotonic() + 5
+        while metrics.REGISTRY.get_sample_value("schedctl_queue_depth") != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert metrics.REGISTRY.get_sample_value("schedctl_queue_depth") == 3
+        assert bad.is_alive()
+    finally:
+        stopping.set()
+        good.join(5)
+        bad.join(5)
+        st.dispose()
+        broken.dispose()
+    assert not good.is_alive() and not bad.is_alive()
+
+
+def test_text_format_rounds_floats_and_json_keeps_them(restore_logging: None) -> None:
+    for fmt, expected in (
+        ("text", "duration_seconds=0.013375 "),
+        ("json", '"duration_seconds":0.0133747569998377'),
+    ):
+        out = io.StringIO()
+        configure(fmt, "info", stream=out)
+        logging.getLogger("schedctl.worker").info(
+            "done", extra={"event": "run_finished", "duration_seconds": 0.0133747569998377}
+        )
+        assert expected in out.getvalue()

@@ -1,0 +1,310 @@
+"""Scheduler benchmark: jobs loaded vs time per pass, dispatch lag on one boundary, memory; APScheduler 3 beside it.
+
+    python bench/scheduler.py [--db URL] [--jobs 10000,100000] [--no-apscheduler]
+
+Without ``--db`` it runs on a temporary SQLite file. With a PostgreSQL or MySQL URL it works in a private
+schema/database that it drops at the end. For each job count it:
+
+1. writes that many jobs to one TOML file (5 zones, 4 schedule shapes each: 20 distinct schedules, all due
+   on the same instant B a few seconds ahead) and times ``load_jobs`` and the RSS it costs;
+2. runs a real ``Scheduler`` (SystemClock, database clock, default 15 s lease / 5 s renew) in a thread, which
+   takes the lease and records every job's first sight before B;
+3. measures the lag from B to each committed claim, checks every tick was claimed exactly once, and the
+   largest gap between two lease renewals during the pass (must stay under the lease);
+4. times an idle pass (nothing due) with all jobs loaded.
+
+Then it runs APScheduler 3 (BackgroundScheduler, in-memory, CronTrigger per job) on the same 10,000 jobs due
+on one instant, with its default 1 s misfire grace, and prints both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+ZONES = ("UTC", "Europe/London", "America/New_York", "Asia/Tokyo", "Asia/Kolkata")
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def shapes(boundary: datetime, zone: str) -> list[str]:
+    """Four six-field (seconds-first) schedules in ``zone`` that all fire at ``boundary``."""
+    local = boundary.astimezone(ZoneInfo(zone))
+    s, m, h = local.second, local.minute, local.hour
+    dow = (local.isoweekday()) % 7
+    return [f"{s} * * * * *", f"{s} {m} * * * *", f"{s} {m} {h} * * *", f"{s} {m} {h} * * {dow}"]
+
+
+def write_jobs(path: Path, count: int, boundary: datetime) -> list[tuple[str, str, str]]:
+    """One TOML file; returns (job_id, schedule, zone) for the APScheduler run."""
+    defs = []
+    lines = []
+    combos = [(zone, expr) for zone in ZONES for expr in shapes(boundary, zone)]
+    for i in range(count):
+        zone, expr = combos[i % len(combos)]
+        job_id = f"job-{i:06d}"
+        defs.append((job_id, expr, zone))
+        lines.append(
+            f'[jobs.{job_id}]\nschedule = "{expr}"\ntimezone = "{zone}"\ncatch_up = "skip"\n'
+            f'concurrency = "allow"\ncommand = "true"\n'
+        )
+    path.write_text("\n".join(lines))
+    return defs
+
+
+class Private:
+    """A private database for one run: a temp SQLite file, or a fresh PostgreSQL schema / MySQL database."""
+
+    def __init__(self, url: str | None, tmp: Path) -> None:
+        from sqlalchemy import create_engine, make_url, text
+
+        from schedctl.store import parse_url
+
+        self.admin = None
+        self.name = f"bench_{uuid.uuid4().hex[:8]}"
+        if url is None:
+            self.url = f"sqlite:///{tmp / (self.name + '.db')}"
+            return
+        parsed = parse_url(url)
+        self.backend = parsed.get_backend_name()
+        self.admin = create_engine(parsed, isolation_level="AUTOCOMMIT")
+        with self.admin.connect() as conn:
+            if self.backend == "postgresql":
+                conn.execute(text(f'CREATE SCHEMA "{self.name}"'))
+                self.url = make_url(url).update_query_dict({"options": f"-csearch_path={self.name}"}).render_as_string(
+                    hide_password=False
+                )
+            else:
+                conn.execute(text(f"CREATE DATABASE `{self.name}`"))
+                self.url = make_url(url).set(database=self.name).render_as_string(hide_password=False)
+        self._text = text
+
+    def drop(self) -> None:
+        if self.admin is None:
+            return
+        with self.admin.connect() as conn:
+            if self.backend == "postgresql":
+                conn.execute(self._text(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE'))
+            else:
+                conn.execute(self._text(f"DROP DATABASE IF EXISTS `{self.name}`"))
+        self.admin.dispose()
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def bench_schedctl(count: int, db: str | None, tmp: Path, lead_time: float) -> dict[str, Any]:
+    from schedctl import lease as lease_mod
+    from schedctl import scheduler as scheduler_mod
+    from schedctl.clock import SystemClock
+    from schedctl.config import load_jobs
+    from schedctl.scheduler import Scheduler
+    from schedctl.settings import SchedulerSettings, default_identity
+    from schedctl.store import open_store
+    from schedctl.store import dispatch as dispatch_mod
+    from schedctl.store.migrate import upgrade
+
+    out: dict[str, Any] = {"jobs": count}
+    boundary = (datetime.now(UTC) + timedelta(seconds=lead_time)).replace(microsecond=0)
+    path = tmp / f"jobs-{count}.toml"
+    write_jobs(path, count, boundary)
+    before = rss_mb()
+    started = time.perf_counter()
+    jobs = load_jobs(path)
+    out["load_s"] = time.perf_counter() - started
+    out["load_rss_mb"] = rss_mb() - before
+
+    private = Private(db, tmp)
+    store = open_store(private.url)
+    upgrade(store)
+    commits: list[tuple[float, int, datetime]] = []
+    renewals: list[float] = []
+    real_dispatch, real_renew = dispatch_mod.dispatch, lease_mod.acquire_or_renew
+
+    def timed_dispatch(*args: Any, **kwargs: Any) -> Any:
+        result = real_dispatch(*args, **kwargs)
+        ticks = args[2]
+        commits.append((time.time(), len(ticks), max(t.scheduled_for for t in ticks)))
+        return result
+
+    def timed_renew(*args: Any, **kwargs: Any) -> Any:
+        result = real_renew(*args, **kwargs)
+        if result.held:
+            renewals.append(time.monotonic())
+        return result
+
+    scheduler_mod.sql.dispatch = timed_dispatch  # type: ignore[assignment]
+    scheduler_mod.lease.acquire_or_renew = timed_renew  # type: ignore[assignment]
+    settings = SchedulerSettings(identity=default_identity())
+    sched = Scheduler(store, settings, lambda: jobs, SystemClock(), jobs=jobs)
+    stopping = threading.Event()
+    thread = threading.Thread(target=sched.run, args=(stopping,), daemon=True)
+    cpu0 = time.process_time()
+    t_start = time.perf_counter()
+    thread.start()
+    while sched._plan is None and time.perf_counter() - t_start < 120:  # noqa: SLF001 - a benchmark peeks
+        time.sleep(0.01)
+    out["take_over_s"] = time.perf_counter() - t_start
+    if datetime.now(UTC) >= boundary:
+        out["error"] = f"taking over took longer than the {lead_time}s lead time"
+    expected_end = boundary.timestamp()
+    while sum(n for _, n, at in commits if at == boundary) < count and time.time() < expected_end + 60:
+        time.sleep(0.005)
+    boundary_commits = [(t, n) for t, n, at in commits if at == boundary]
+    out["claimed"] = _claimed(store, boundary)
+    out["batches"] = len(boundary_commits)
+    if boundary_commits:
+        out["first_commit_lag_s"] = boundary_commits[0][0] - expected_end
+        out["last_commit_lag_s"] = boundary_commits[-1][0] - expected_end
+        lags = [t - expected_end for t, n in boundary_commits for _ in range(n)]
+        out["p50_lag_s"], out["p99_lag_s"] = pct(lags, 0.5), pct(lags, 0.99)
+    gaps = [b - a for a, b in zip(renewals, renewals[1:], strict=False)]
+    out["max_renewal_gap_s"] = max(gaps) if gaps else float("nan")
+    out["lease_s"] = settings.lease_duration
+    out["leader_throughout"] = sched.leading
+    # An idle pass: everything loaded, nothing due until the next boundary.
+    plan = sched._plan  # noqa: SLF001
+    if plan is not None:
+        n = 2000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            sched._dispatch_due()  # noqa: SLF001
+        out["idle_pass_us"] = (time.perf_counter() - t0) / n * 1e6
+        out["groups"] = len(plan.groups)
+    out["rss_mb"] = rss_mb()
+    stopping.set()
+    thread.join(30)
+    out["cpu_s"] = time.process_time() - cpu0
+    scheduler_mod.sql.dispatch = real_dispatch  # type: ignore[assignment]
+    scheduler_mod.lease.acquire_or_renew = real_renew  # type: ignore[assignment]
+    store.dispose()
+    private.drop()
+    return out
+
+
+def _claimed(store: Any, boundary: datetime) -> int:
+    from sqlalchemy import func, select
+
+    from schedctl.store.schema import job_runs
+
+    with store.connect() as conn:
+        return int(
+            conn.execute(select(func.count()).select_from(job_runs).where(job_runs.c.scheduled_for == boundary)).scalar_one()
+        )
+
+
+def bench_apscheduler(count: int, lead_time: float) -> dict[str, Any]:
+    from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from apscheduler.triggers.cron import CronTrigger
+
+    boundary = (datetime.now(UTC) + timedelta(seconds=lead_time)).replace(microsecond=0)
+    combos = [(zone, expr) for zone in ZONES for expr in shapes(boundary, zone)]
+    ran: list[float] = []
+    missed: list[int] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        with lock:
+            ran.append(time.time() - boundary.timestamp())
+
+    def listener(event: Any) -> None:
+        if event.code == EVENT_JOB_MISSED:
+            missed.append(1)
+
+    before = rss_mb()
+    sched = BackgroundScheduler(timezone="UTC")
+    sched.add_listener(listener, EVENT_JOB_MISSED | EVENT_JOB_EXECUTED)
+    t0 = time.perf_counter()
+    for i in range(count):
+        zone, expr = combos[i % len(combos)]
+        sec, minute, hour, day, month, dow = expr.split()
+        trigger = CronTrigger(
+            second=sec, minute=minute, hour=hour, day=day, month=month,
+            day_of_week=_aps_dow(dow), timezone=ZoneInfo(zone),
+        )  # fmt: skip
+        sched.add_job(work, trigger, id=f"job-{i:06d}")
+    sched.start()
+    add_s = time.perf_counter() - t0
+    while time.time() < boundary.timestamp() + 10 and len(ran) + len(missed) < count:
+        time.sleep(0.05)
+    sched.shutdown(wait=False)
+    return {
+        "jobs": count,
+        "add_s": add_s,
+        "rss_mb": rss_mb() - before,
+        "ran": len(ran),
+        "missed": len(missed),
+        "p50_lag_s": pct(ran, 0.5),
+        "p99_lag_s": pct(ran, 0.99),
+        "max_lag_s": max(ran) if ran else float("nan"),
+    }
+
+
+def _aps_dow(dow: str) -> str:
+    # APScheduler numbers days of the week from Monday = 0; cron from Sunday = 0.
+    if dow == "*":
+        return "*"
+    return "mon,tue,wed,thu,fri,sat,sun".split(",")[(int(dow) - 1) % 7]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--db", help="SQLAlchemy URL (default: a temporary SQLite file)")
+    parser.add_argument("--jobs", default="10000,100000", help="comma-separated job counts")
+    parser.add_argument("--no-apscheduler", action="store_true")
+    args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    from schedctl.store import describe_target
+
+    target = describe_target(args.db) if args.db else "sqlite (temporary file)"
+    print(f"schedctl scheduler benchmark on {target}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for count in [int(x) for x in args.jobs.split(",")]:
+            lead = 8.0 + count / 5000  # time to take the lease and record first sight before the boundary
+            r = bench_schedctl(count, args.db, Path(tmp), lead)
+            print(
+                f"schedctl {count:>7} jobs: load {r['load_s']:.2f}s (+{r['load_rss_mb']:.0f} MB), take-over "
+                f"{r['take_over_s']:.2f}s, {r.get('groups', '?')} schedules; boundary: claimed {r['claimed']}/{count} "
+                f"in {r.get('batches', 0)} batches, first commit +{r.get('first_commit_lag_s', float('nan')):.3f}s, "
+                f"last commit +{r.get('last_commit_lag_s', float('nan')):.3f}s (p50 {r.get('p50_lag_s', float('nan')):.3f}s,"
+                f" p99 {r.get('p99_lag_s', float('nan')):.3f}s); max renewal gap {r['max_renewal_gap_s']:.2f}s "
+                f"(lease {r['lease_s']:g}s), leader throughout: {r['leader_throughout']}; idle pass "
+                f"{r.get('idle_pass_us', float('nan')):.1f}us; RSS {r['rss_mb']:.0f} MB; CPU {r['cpu_s']:.1f}s"
+                + (f"; ERROR {r['error']}" if "error" in r else "")
+            )
+        if not args.no_apscheduler:
+            a = bench_apscheduler(10000, 12.0)
+            print(
+                f"APScheduler 3 {a['jobs']} jobs (in memory, misfire grace 1s): add {a['add_s']:.2f}s "
+                f"(+{a['rss_mb']:.0f} MB); ran {a['ran']}, missed {a['missed']}; lag p50 {a['p50_lag_s']:.3f}s, "
+                f"p99 {a['p99_lag_s']:.3f}s, max {a['max_lag_s']:.3f}s"
+            )
+
+
+if __name__ == "__main__":
+    main()

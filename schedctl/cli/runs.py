@@ -1,0 +1,175 @@
+"""``schedctl runs``, ``run``, ``logs`` and ``cancel``: look at runs, queue one by hand, stop one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from schedctl.cli._complete import complete_job_ids
+from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+
+if TYPE_CHECKING:
+    from schedctl.store.runs import RunView
+
+_CTX = {"help_option_names": ["-h", "--help"]}
+STATES = ("queued", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped")
+COLUMNS = ("JOB", "SCHEDULED FOR", "STATE", "ATTEMPT", "WORKER", "STARTED", "DURATION", "EXIT")
+WIDE = ("MANUAL", "REASON")
+
+
+class Instant(click.ParamType):
+    """A run's key: RFC 3339 (``2026-03-01T02:30:00Z``, ``...+01:00``); no offset means UTC."""
+
+    name = "SCHEDULED_FOR"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        except ValueError:
+            self.fail(f"{value!r} is not an RFC 3339 time such as 2026-03-01T02:30:00Z", param, ctx)
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+@click.command(context_settings=_CTX)
+@click.argument("job_id", metavar="[JOB]", required=False, shell_complete=complete_job_ids)
+@click.option("--state", type=click.Choice(STATES), help="Only runs in this state.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Runs shown.")
+@db_option
+@output_option
+def runs(job_id: str | None, state: str | None, limit: int, db_url: str, output: str, as_json: bool) -> None:
+    """List recent runs (newest tick first) with state, attempt, worker, start, duration and exit status."""
+    from schedctl.cli._store import explained, open_checked_store
+    from schedctl.store.runs import list_runs
+
+    store = open_checked_store(db_url)
+    try:
+        with explained(store):
+            found = list_runs(store, job_id, state, limit)
+    finally:
+        store.dispose()
+    fmt = resolve_output(output, as_json)
+    if fmt in ("json", "jsonl"):
+        from schedctl.cli.missed import emit
+
+        emit(fmt, [run_json(r) for r in found])
+        return
+    from schedctl.cli.missed import table
+
+    wide = fmt == "wide"
+    table([_row(r, wide) for r in found], COLUMNS + WIDE if wide else COLUMNS)
+
+
+def run_json(r: RunView) -> dict[str, Any]:
+    return {
+        "job_id": r.job_id,
+        "scheduled_for": _iso(r.scheduled_for),
+        "state": r.state,
+        "attempt": r.attempt,
+        "worker": r.worker,
+        "started_at": _iso(r.started_at),
+        "finished_at": _iso(r.finished_at),
+        "duration_seconds": None if r.duration_seconds is None else round(r.duration_seconds, 6),
+        "exit_status": r.exit_status,
+        "manual": r.manual,
+        "reason": r.reason,
+        "error": r.error,
+        "cancel_requested": r.cancel_requested,
+    }
+
+
+def _row(r: RunView, wide: bool) -> list[str]:
+    duration = "-" if r.duration_seconds is None else f"{r.duration_seconds:.1f}s"
+    state = f"{r.state} (cancel requested)" if r.cancel_requested and r.state == "running" else r.state
+    row = [
+        r.job_id,
+        _iso(r.scheduled_for) or "-",
+        state,
+        str(r.attempt),
+        r.worker or "-",
+        _short(r.started_at),
+        duration,
+        "-" if r.exit_status is None else str(r.exit_status),
+    ]
+    if wide:
+        row += ["yes" if r.manual else "no", r.error or r.reason or "-"]
+    return row
+
+
+@click.command(context_settings=_CTX)
+@click.argument("job_id", metavar="JOB", shell_complete=complete_job_ids)
+@jobs_option
+@db_option
+def run(job_id: str, jobs_path: str, db_url: str) -> None:
+    """Queue a manual run of JOB now (keyed by this instant, to the microsecond); a worker runs it."""
+    from schedctl.cli._store import explained, open_checked_store
+    from schedctl.cli.missed import load_selected
+    from schedctl.store.runs import queue_manual
+
+    now = datetime.now(UTC)
+    job = load_selected(jobs_path, [job_id], now)[job_id]
+    store = open_checked_store(db_url)
+    try:
+        with explained(store):
+            key = queue_manual(store, job, now)
+    finally:
+        store.dispose()
+    click.echo(f"queued {job_id} {_iso(key)}")
+
+
+@click.command(context_settings=_CTX)
+@click.argument("job_id", metavar="JOB", shell_complete=complete_job_ids)
+@click.argument("scheduled_for", type=Instant(), required=False)
+@db_option
+def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
+    """Print the stored output tail of a run of JOB (default: its latest run that started)."""
+    from schedctl.cli._store import explained, open_checked_store
+    from schedctl.store.runs import run_output
+
+    store = open_checked_store(db_url)
+    try:
+        with explained(store):
+            found, text = run_output(store, job_id, scheduled_for)
+    finally:
+        store.dispose()
+    click.echo(
+        f"# {found.job_id} {_iso(found.scheduled_for)} attempt {found.attempt}: {found.state}", err=True
+    )
+    click.echo(text or "", nl=False)
+
+
+@click.command(context_settings=_CTX)
+@click.argument("job_id", metavar="JOB", shell_complete=complete_job_ids)
+@click.argument("scheduled_for", type=Instant())
+@db_option
+def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
+    """Cancel a run: a queued one at once, a running one by asking its worker (SIGTERM, grace, SIGKILL)."""
+    from schedctl.cli._store import explained, open_checked_store
+    from schedctl.store.runs import cancel as cancel_run
+
+    store = open_checked_store(db_url)
+    try:
+        with explained(store):
+            result = cancel_run(store, job_id, scheduled_for)
+    finally:
+        store.dispose()
+    key = f"{job_id} {_iso(scheduled_for)}"
+    if result == "cancelled":
+        click.echo(f"cancelled {key}")
+    elif result == "cancel_requested":
+        click.echo(f"cancel requested for {key}: its worker stops it at its next heartbeat")
+    else:
+        from schedctl.errors import SchedctlError
+
+        raise SchedctlError(f"{key} already ended ({result}); nothing to cancel")
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.astimezone(UTC).isoformat() if at is not None else None
+
+
+def _short(at: datetime | None) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"

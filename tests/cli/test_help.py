@@ -1,0 +1,45 @@
+"""Every command exists, has one-line help that matches the top-level listing, and is documented in the README."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from schedctl.cli import COMMANDS, cli
+
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_loads_and_has_help(name: str) -> None:
+    ctx = click.Context(cli)
+    command = cli.get_command(ctx, name)
+    assert command is not None, f"{name} is listed but its module does not define it"
+    assert command.name == name or name in ("import", "next"), command.name
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_is_documented_in_the_readme(name: str) -> None:
+    assert f"schedctl {name}" in README, f"README never shows `schedctl {name}`"
+
+
+def test_top_level_help_lists_every_command_and_the_exit_codes() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert f"  {name} " in result.output
+    for code in ("0", "1", "2", "78", "130"):
+        assert f"  {code} " in result.output
+
+
+def test_version() -> None:
+    from schedctl import __version__
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output
