@@ -99,7 +99,9 @@ class PrivatePostgres:
                 os.setgid(user.pw_gid)
                 os.setuid(user.pw_uid)
 
-        subprocess.run(args, check=True, preexec_fn=preexec, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(args, preexec_fn=preexec, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if done.returncode != 0:
+            raise RuntimeError(f"{Path(args[0]).name} failed: {done.stderr.decode(errors='replace').strip()}")
 
     def start(self) -> None:
         self.sock.mkdir(parents=True, exist_ok=True)
@@ -147,7 +149,9 @@ class Cluster:
             args += ["--lease-duration", f"{LEASE}s", "--renew-interval", f"{RENEW}s"]
         else:
             args += ["--slots", "4", "--heartbeat-interval", f"{HEARTBEAT}s", "--stale-after", f"{STALE}s",
-                     "--poll-interval", "0.5s"]
+                     "--poll-interval", "0.5s",
+                     # keep every finished row: the check reads the per-tick record of the whole run
+                     "--successful-history", "1000000", "--failed-history", "1000000"]
         env = dict(os.environ)
         if skew is not None:
             env["SCHEDCTL_CLOCK_SKEW"] = str(skew)
@@ -458,6 +462,7 @@ def main() -> int:
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="schedctl-chaos-"))
+    root.chmod(0o755)  # the private PostgreSQL runs as `postgres` and must reach its folder below
     pg = None
     report = Report()
     try:
@@ -496,8 +501,10 @@ def main() -> int:
         check(args, store.engine, jobs, read_ledger(ledger), faults, (window_start, window_end),
               cluster.logs, report)
         store.dispose()
+    except RuntimeError as exc:
+        report.fail(f"harness: {exc}")
     finally:
-        if pg is not None:
+        if pg is not None and pg.data.exists():
             try:
                 pg.pg_ctl("stop")
             except Exception as exc:  # a stop failure must not hide the report

@@ -85,7 +85,7 @@ def wait_ready(folder: Path, count: int, procs: list[subprocess.Popen[bytes]]) -
             raise SystemExit(f"a worker exited early: see {folder}")
 
 
-def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str) -> float:
+def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="schedctl-bench-") as tmp:
         folder = Path(tmp)
         db = Database(backend, pg_url, folder)
@@ -95,6 +95,7 @@ def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str) -> f
             job = Job(id="noop", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true",
                       concurrency=Concurrency.ALLOW)
             base = datetime.now(UTC) - timedelta(hours=1)
+            idle_cpu = sum(_cpu_seconds(proc.pid) for proc in procs)  # start-up: imports, connecting
             start = time.perf_counter()
             with db.store.begin() as conn:
                 claims.queue_runs(conn, job, [base + timedelta(microseconds=i) for i in range(runs)])
@@ -110,13 +111,20 @@ def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str) -> f
                 if time.perf_counter() - start > 300:
                     raise SystemExit(f"{backend} x{workers}: only {done}/{runs} after 300 s")
             elapsed = time.perf_counter() - start
+            cpu = sum(_cpu_seconds(proc.pid) for proc in procs) - idle_cpu
         finally:
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.wait(30)
             db.close()
-    return runs / elapsed
+    return runs / elapsed, 1000 * cpu / runs
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux /proc), with its start-up."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -127,15 +135,18 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--postgres-url", default=DEFAULT_PG)
     args = parser.parse_args()
-    bare = bare_spawn_rate()
-    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-    print(f"bare spawn rate (subprocess.run(['true']) loop): {bare:.0f}/s")
-    print(f"{'backend':<11} {'workers':>7} {'slots':>5} {'runs':>6} {'runs/s':>8} {'vs bare':>8}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}")
+    print("bare = subprocess.run(['true']) in a loop, measured right before and after each row (the machine is")
+    print("shared, so the spawn rate moves; each ratio is against the mean of its own two measurements)")
+    print(f"{'backend':<11} {'workers':>7} {'slots':>5} {'runs':>6} {'runs/s':>8} {'bare/s':>7} {'ratio':>6} "
+          f"{'worker CPU ms/run':>18}")
     for backend in args.backends.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
-            rate = measure(backend, workers, args.runs, args.slots, args.postgres_url)
-            print(f"{backend:<11} {workers:>7} {args.slots:>5} {args.runs:>6} {rate:>8.0f} {rate / bare:>7.0%}",
-                  flush=True)
+            before = bare_spawn_rate(1.5)
+            rate, cpu_ms = measure(backend, workers, args.runs, args.slots, args.postgres_url)
+            bare = (before + bare_spawn_rate(1.5)) / 2
+            print(f"{backend:<11} {workers:>7} {args.slots:>5} {args.runs:>6} {rate:>8.0f} {bare:>7.0f} "
+                  f"{rate / bare:>6.0%} {cpu_ms:>18.2f}", flush=True)
 
 
 if __name__ == "__main__":

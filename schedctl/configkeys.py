@@ -90,7 +90,7 @@ def one_line(text: str, limit: int = 200) -> str:
 
 def render_path(parts: Iterable[str | int]) -> str:
     """``jobs.backup.env.PATH``; parts that are not bare keys are quoted as TOML would."""
-    out = []
+    out: list[str] = []
     for part in parts:
         if isinstance(part, int):
             out[-1:] = [f"{out[-1] if out else ''}[{part}]"]

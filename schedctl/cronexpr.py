@@ -85,6 +85,11 @@ class Spec:
             days = len(self.doms) == 31 or len(self.dows) == 7
         return days and len(self.months) == 12
 
+    @functools.cached_property
+    def first_in_day(self) -> int:
+        """The first matching second of any day."""
+        return self.hours[0] * 3600 + self.minutes[0] * 60 + self.seconds[0]
+
     def next_in_day(self, after: int) -> int | None:
         """The first second of the day strictly after ``after`` (seconds since midnight) that matches."""
         hour, rest = divmod(after, 3600)

@@ -6,6 +6,7 @@ variables, the ``pass_env`` names it asked for, its own ``env``, and the ``SCHED
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -106,8 +107,19 @@ def command_argv(command: str | list[str], env: Mapping[str, str]) -> list[str]:
 def account_for(user: str | None, switch: bool) -> pwd.struct_passwd:
     """The account the job runs as: its ``user`` when the worker may switch to it, else the worker's own."""
     if switch and user:
-        return pwd.getpwnam(user)
-    return pwd.getpwuid(os.getuid())
+        return _by_name(user)
+    return _by_uid(os.getuid())
+
+
+# A passwd lookup costs about half a millisecond (NSS); accounts do not change under a running worker.
+@functools.lru_cache(maxsize=256)
+def _by_name(user: str) -> pwd.struct_passwd:
+    return pwd.getpwnam(user)
+
+
+@functools.lru_cache(maxsize=4)
+def _by_uid(uid: int) -> pwd.struct_passwd:
+    return pwd.getpwuid(uid)
 
 
 class Execution:

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.errors import NotLeader
+from schedctl.errors import NotLeader, UsageError
 from schedctl.store import Store
 from schedctl.store.dialect import db_now, insert_ignore, now_plus
 from schedctl.store.schema import lease_terms, scheduler_lease
@@ -107,6 +107,7 @@ def acquire_or_renew(store: Store, name: str, identity: str, duration: float) ->
 
     ``duration`` is in seconds, counted from the database's now.
     """
+    _check_names(name, identity)
     with store.begin() as conn:
         won = _take(conn, name, identity, duration)
         row = conn.execute(_lease_query(name, full=True)).one_or_none()
@@ -240,6 +241,17 @@ def db_time(store: Store) -> datetime:
         return conn.execute(select(db_now())).scalar_one()  # type: ignore[no-any-return]
 
 
+def _check_names(name: str, identity: str) -> None:
+    # MySQL's INSERT IGNORE would truncate an over-long value with a warning, and the holder would never
+    # recognise its own lease: refuse up front, at the column widths of schema.py.
+    if not 0 < len(name) <= scheduler_lease.c.name.type.length:  # type: ignore[attr-defined]
+        raise UsageError(f"lease name must be 1 to 64 characters, not {len(name)}")
+    if not 0 < len(identity) <= scheduler_lease.c.holder.type.length:  # type: ignore[attr-defined]
+        raise UsageError(
+            f"holder identity must be 1 to 255 characters, not {len(identity)}: {identity[:40]}..."
+        )
+
+
 def _lease_query(name: str, full: bool = False) -> Any:
     columns = [scheduler_lease.c.holder, scheduler_lease.c.term, scheduler_lease.c.expires_at]
     if full:
@@ -250,7 +262,8 @@ def _lease_query(name: str, full: bool = False) -> Any:
 def _take(conn: Connection, name: str, identity: str, duration: float) -> bool:
     """The election: one conditional UPDATE, or the first INSERT. True when this candidate now holds it."""
     lease = scheduler_lease.c
-    still_mine = and_(lease.holder == identity, lease.expires_at >= db_now())
+    # Strictly live: a lease released (expires_at = now) or lapsed starts a new term, even for its holder.
+    still_mine = and_(lease.holder == identity, lease.expires_at > db_now())
     # MySQL evaluates SET assignments left to right, each seeing the ones before it: the CASEs must read
     # the old holder and expiry, so they come first and holder/expires_at last.
     stmt = (

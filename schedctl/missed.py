@@ -11,9 +11,9 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy.engine import Connection
@@ -133,6 +133,7 @@ class LeaseTimeline:
                 covers.append(_Cover(t.acquired_at, t.held_until, [t]))
         self.covers = covers
         self._starts = [c.start for c in covers]
+        self._gap_memo: dict[tuple[int, date], str] = {}
 
     def holder_near(self, tick: datetime, grace: timedelta) -> h.TermRecord | None:
         """The latest term held at some instant of ``[tick, tick + grace]``: that leader should have recorded
@@ -146,6 +147,14 @@ class LeaseTimeline:
     def gap_text(self, tick: datetime) -> str:
         """The sentence for a tick no leader held: which term ended last, and when the next began."""
         i = bisect.bisect_right(self._starts, tick) - 1
+        # A week-long outage of a minutely job is 10,000 ticks in one gap: one sentence per gap and day.
+        key = (i, tick.astimezone(UTC).date())
+        text = self._gap_memo.get(key)
+        if text is None:
+            text = self._gap_memo[key] = self._gap_sentence(i, tick)
+        return text
+
+    def _gap_sentence(self, i: int, tick: datetime) -> str:
         before = self.covers[i].closer if i >= 0 else None
         after = self.covers[i + 1].terms[0] if i + 1 < len(self.covers) else None
         if before is None:
@@ -247,13 +256,15 @@ def _skipped_text(ctx: _Context, row: h.RunRecord) -> str:
         text = f'refused by catch_up = "all": {bound}; waiting for `schedctl replay`'
     elif code == Reason.STARTING_DEADLINE:
         limit = format_duration(job.starting_deadline) if job.starting_deadline is not None else None
-        text = (
-            f"past starting_deadline: {detail}"
-            if detail
-            else f"past starting_deadline ({limit or 'its limit'})"
-        )
+        if "deadline" in detail:  # the scheduler's own sentence already names the policy
+            text = detail
+        else:
+            text = f"past starting_deadline ({limit or 'its limit'})" + (f": {detail}" if detail else "")
     elif code == Reason.CONCURRENCY:
-        text = 'skipped by concurrency = "forbid": ' + (detail or "a run of the job was still active")
+        if "concurrency" in detail:
+            text = detail
+        else:
+            text = 'skipped by concurrency = "forbid": ' + (detail or "a run of the job was still active")
     elif code == Reason.PAUSED:
         text = "skipped because the job was paused" + (f": {detail}" if detail else "")
     else:
@@ -311,9 +322,13 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
 def default_window(
     state: h.StateRecord | None, first_dispatch: datetime | None, now: datetime, grace: float = CATCH_UP_GRACE
 ) -> Window:
-    """Since the job's first dispatch (or definition, or history mark), at most ``LOOKBACK`` back, until the
-    grace before now."""
+    """Since the job's definition (or, with no state row, its first dispatch) or its history mark, at most
+    ``LOOKBACK`` back, until the grace before now."""
     floor = now - LOOKBACK
+    end = now - timedelta(seconds=grace)
+    if state is None and first_dispatch is None:
+        # Nobody ever dispatched or saw the job: no tick can be said to be missed without a --since.
+        return Window(after=end, until=end)
     starts = [floor]
     if state is not None:
         starts.append(state.defined_at)
@@ -321,7 +336,7 @@ def default_window(
         starts.append(first_dispatch - _TINY)  # the first dispatched tick itself is in the window
     if state is not None and state.history_start is not None:
         starts.append(state.history_start - _TINY)
-    return Window(after=max(starts), until=now - timedelta(seconds=grace))
+    return Window(after=max(starts), until=end)
 
 
 def resolve_window(
@@ -342,13 +357,24 @@ def resolve_window(
     return Window(after=after, until=end)
 
 
-def _fires(job: Job, window: Window) -> Iterator[datetime]:
+FiresCache = dict[tuple[str, datetime, datetime], list[datetime]]
+
+
+def _fires(job: Job, window: Window, cache: FiresCache | None = None) -> list[datetime]:
+    """The job's ticks in the window; ``cache`` shares them between jobs on one schedule (most jobs' default
+    windows are the same last 7 days)."""
     from schedctl.cron import schedule_for
 
     if window.until <= window.after:
-        return
-    for fire in schedule_for(job.schedule, job.timezone, job.dst).fires(window.after, window.until):
-        yield fire.utc
+        return []
+    key = (job.schedule_key, window.after, window.until)
+    if cache is not None and key in cache:
+        return cache[key]
+    schedule = schedule_for(job.schedule, job.timezone, job.dst)
+    ticks = [fire.utc for fire in schedule.fires(window.after, window.until)]
+    if cache is not None:
+        cache[key] = ticks
+    return ticks
 
 
 def missed(
@@ -375,8 +401,9 @@ def missed_on(
     *,
     grace: float = CATCH_UP_GRACE,
     lease_name: str = LEASE_NAME,
+    fires_cache: FiresCache | None = None,
 ) -> list[MissedTick]:
-    """``missed`` on an open connection (replay reads the plan and writes it in one place)."""
+    """``missed`` on an open connection, so callers covering many jobs read them in one session."""
     state = h.job_state_of(conn, job.id)
     first = h.earliest_run_at(conn, job.id) if state is None else None
     window = resolve_window(state, first, since, until, now, grace)
@@ -395,7 +422,7 @@ def missed_on(
         grace=timedelta(seconds=grace),
     )
     out: list[MissedTick] = []
-    ticks = set(_fires(job, window))
+    ticks = set(_fires(job, window, fires_cache))
     # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
     ticks.update(t for t, r in rows.items() if r.state == "skipped")
     for tick in sorted(ticks):
@@ -421,9 +448,12 @@ def missed_counts(
     """One count per job (each over its own window), in job id order."""
     items = list(jobs.values()) if isinstance(jobs, Mapping) else list(jobs)
     out: list[MissedCount] = []
+    cache: FiresCache = {}
     with store.connect() as conn:
         for job in sorted(items, key=lambda j: j.id):
-            ticks = missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name)
+            ticks = missed_on(
+                conn, job, since, until, now, grace=grace, lease_name=lease_name, fires_cache=cache
+            )
             out.append(
                 MissedCount(
                     job_id=job.id,

@@ -99,7 +99,9 @@ def window(
 _TINY = timedelta(microseconds=1)
 
 
-def newest_fires(schedule: Schedule, after: datetime, before: datetime, keep: int) -> tuple[tuple[datetime, ...], bool]:
+def newest_fires(
+    schedule: Schedule, after: datetime, before: datetime, keep: int
+) -> tuple[tuple[datetime, ...], bool]:
     """The newest ``keep`` fires in ``(after, before)``, ascending, and whether older ones exist.
 
     Searches backwards from ``before`` with a doubling window, so the cost is about ``keep`` evaluations
@@ -184,13 +186,13 @@ def plan_catch_up(job: Job, win: Window, now: datetime, schedule: Schedule | Non
 
 
 def _catch_up_skip(job: Job, win: Window, now: datetime) -> list[Tick]:
-    why = "missed while no scheduler was dispatching; catch_up = \"skip\""
+    why = 'missed while no scheduler was dispatching; catch_up = "skip"'
     ticks = [skipped(job, t, SkipReason.CATCH_UP_SKIP, why) for t in win.missed]
     return ticks + [decide(job, t, now) for t in win.late]
 
 
 def _catch_up_latest(job: Job, win: Window, now: datetime) -> list[Tick]:
-    why = "missed while no scheduler was dispatching; superseded by a later tick (catch_up = \"latest\")"
+    why = 'missed while no scheduler was dispatching; superseded by a later tick (catch_up = "latest")'
     if win.late or not win.missed:
         # A tick inside the grace runs anyway, so it is the "latest": every missed one is superseded.
         older, newest = list(win.missed), []
@@ -200,7 +202,9 @@ def _catch_up_latest(job: Job, win: Window, now: datetime) -> list[Tick]:
     return ticks + newest + [decide(job, t, now) for t in win.late]
 
 
-def _catch_up_all(job: Job, win: Window, now: datetime, schedule: Schedule | None) -> tuple[list[Tick], str | None]:
+def _catch_up_all(
+    job: Job, win: Window, now: datetime, schedule: Schedule | None
+) -> tuple[list[Tick], str | None]:
     bound = job.max_catch_up if job.max_catch_up is not None else DEFAULT_MAX_CATCH_UP
     missed = list(win.missed)
     if win.missed_more:

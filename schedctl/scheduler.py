@@ -112,7 +112,9 @@ class Scheduler:
     def run(self, stopping: threading.Event) -> None:
         """Lead or stand by until ``stopping``; then finish the pass, release the lease and return."""
         self._stopping = stopping
-        threading.Thread(target=self._watch, args=(stopping,), daemon=True, name="schedctl-scheduler-watch").start()
+        threading.Thread(
+            target=self._watch, args=(stopping,), daemon=True, name="schedctl-scheduler-watch"
+        ).start()
         if self._jobs is None:
             self._jobs = self._load()
         health.register("scheduler", max(60.0, 4 * self.settings.lease_duration))
@@ -129,13 +131,14 @@ class Scheduler:
         health.mark_turn("scheduler")
         if self._reload:
             self._apply_reload()
-        if self.clock.monotonic() >= self._next_renew:
-            self._renew()
+        renewed = self.clock.monotonic() >= self._next_renew and self._renew()
         if not self._safe():
             return
         try:
             if self._plan is None:
                 self._take_over()
+            elif renewed:
+                self._refresh_held()
             if self._plan is not None:
                 self._dispatch_due()
         except NotLeader as exc:
@@ -177,7 +180,8 @@ class Scheduler:
         self._wake.set()
 
     # -- the lease ---------------------------------------------------------------------------------------
-    def _renew(self, refresh: bool = True) -> None:
+    def _renew(self) -> bool:
+        """One acquire-or-renew; True when this process holds the lease afterwards."""
         s = self.settings
         started = self.clock.monotonic()
         try:
@@ -185,7 +189,7 @@ class Scheduler:
         except StoreError as exc:
             metrics.LEASE_RENEWAL_FAILURES.inc()
             self._database_down(exc)
-            return
+            return False
         finished = self.clock.monotonic()
         if self._db_down:
             self._db_down = False
@@ -196,15 +200,14 @@ class Scheduler:
             metrics.LEASE_RENEWAL_FAILURES.inc()
             if self._term is not None:
                 self._lost(f"held by {result.holder} in term {result.term}")
-            return
+            return False
         metrics.LEASE_RENEWALS.inc()
         self._renewed_at = started
         # The database's now is somewhere inside the round trip; the middle is the best guess.
         self._anchor = (result.db_now, (started + finished) / 2)
         if self._term != result.term:
             self._became_leader(result)
-        elif self._plan is not None and refresh:
-            self._refresh_held()
+        return True
 
     def _became_leader(self, result: lease.LeaseResult) -> None:
         self._term = result.term
@@ -237,7 +240,9 @@ class Scheduler:
         if not self._db_down:
             self._db_down = True
             log.warning(
-                "database unavailable, stopped dispatching and retrying: %s", exc, extra={"event": "db_unavailable"}
+                "database unavailable, stopped dispatching and retrying: %s",
+                exc,
+                extra={"event": "db_unavailable"},
             )
         if self._term is not None:
             self._lost("database unavailable")
@@ -289,7 +294,13 @@ class Scheduler:
                 rejoin.append((job, state))
         for group in plan.groups.values():
             plan.push(group)
-        sql.record_changes(self.store, self._fence(), changes, now)
+        sql.prepare(jobs.values())
+        for start in range(0, len(changes), self.settings.batch_size):
+            if not self._yield_to_renewal():
+                return
+            sql.record_changes(
+                self.store, self._fence(), changes[start : start + self.settings.batch_size], now
+            )
         self._plan = plan
         self._catch_up(rejoin, now)
         self._flush()
@@ -314,7 +325,10 @@ class Scheduler:
                 self._plan.held.add(job.id)
                 self._plan.db_held.add(job.id)
                 log.warning(
-                    "%s: catch-up refused: %s", job.id, result.refused, extra={"event": "refused", "job_id": job.id}
+                    "%s: catch-up refused: %s",
+                    job.id,
+                    result.refused,
+                    extra={"event": "refused", "job_id": job.id},
                 )
             self._add(result.ticks)
 
@@ -343,15 +357,10 @@ class Scheduler:
         """Write up to ``limit`` buffered ticks in one fenced transaction, renewing first when due."""
         if not self._buffer:
             return
-        if self.clock.monotonic() >= self._next_renew or not self._safe():
-            self._renew(refresh=False)  # the pass yields to renewal: 100,000 due ticks must not cost the lease
-            if not self._safe():
-                self._lost("could not renew in time")
-                return
-            if self._plan is None:  # a new term began: this buffer belongs to a plan that no longer holds
-                self._buffer.clear()
-                self._refusals.clear()
-                return
+        if not self._yield_to_renewal():
+            self._buffer.clear()
+            self._refusals.clear()
+            return
         batch = self._buffer[:limit] if limit else self._buffer[:]
         del self._buffer[: len(batch)]
         refusals: dict[str, str] = {}
@@ -364,16 +373,28 @@ class Scheduler:
         result = sql.dispatch(self.store, self._fence(), batch, self._jobs, self.now(), refusals)
         _count(result, refusals)
 
+    def _yield_to_renewal(self) -> bool:
+        """Between two batches: renew when due, so 100,000 due ticks never cost the lease.
+
+        False when this plan must not write any more (the lease is lost, or a new term began).
+        """
+        if self.clock.monotonic() >= self._next_renew or not self._safe():
+            term = self._term
+            self._renew()
+            if not self._safe():
+                self._lost("could not renew in time")
+                return False
+            if self._term != term:  # a new term: this plan was made under the old one
+                self._plan = None
+                return False
+        return True
+
     # -- held jobs and reloads ---------------------------------------------------------------------------
     def _refresh_held(self) -> None:
         """Notice `schedctl pause/resume/replay` within a renew interval: a query of the few held rows."""
         plan, jobs = self._plan, self._jobs or {}
         assert plan is not None
-        try:
-            held = sql.load_held(self.store)
-        except StoreError as exc:
-            self._database_down(exc)
-            return
+        held = sql.load_held(self.store)
         now_held = {j for j in held if j in jobs}
         released = plan.db_held - now_held
         plan.db_held = now_held
@@ -382,10 +403,7 @@ class Scheduler:
         if not back:
             return
         states = sql.load_states_for(self.store, back)
-        try:
-            self._catch_up(((jobs[j], states[j]) for j in back if j in states), self.now())
-        except StoreError as exc:
-            self._database_down(exc)
+        self._catch_up(((jobs[j], states[j]) for j in back if j in states), self.now())
 
     def _apply_reload(self) -> None:
         self._reload = False
@@ -394,10 +412,17 @@ class Scheduler:
         except ConfigError as exc:
             first = exc.diagnostics[0] if exc.diagnostics else exc
             more = f" (and {len(exc.diagnostics) - 1} more)" if len(exc.diagnostics) > 1 else ""
-            log.error("job files not reloaded, keeping the old jobs: %s%s", first, more, extra={"event": "reload_failed"})
+            log.error(
+                "job files not reloaded, keeping the old jobs: %s%s",
+                first,
+                more,
+                extra={"event": "reload_failed"},
+            )
             return
         except OSError as exc:
-            log.error("job files not reloaded, keeping the old jobs: %s", exc, extra={"event": "reload_failed"})
+            log.error(
+                "job files not reloaded, keeping the old jobs: %s", exc, extra={"event": "reload_failed"}
+            )
             return
         self._jobs = jobs
         self._plan = None  # rebuilt from job_state, which every committed dispatch kept current
@@ -418,7 +443,9 @@ def _group_for(plan: _Plan, job: Job, now: datetime) -> _Group:
 
 def _change_for(job: Job, state: JobState | None) -> StateChange | None:
     if state is None:
-        return StateChange(job.id, "defined", job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key)
+        return StateChange(
+            job.id, "defined", job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key
+        )
     if state.schedule_key != job.schedule_key:
         return StateChange(
             job.id, "schedule_changed", job.schedule_key, detail=f"{state.schedule_key} -> {job.schedule_key}"

@@ -146,7 +146,9 @@ def _supervise(threads: list[threading.Thread], signals: _Signals, scheduler: An
                 scheduler.request_reload()
         if signals.stopping.is_set() and not announced_stop:
             announced_stop = True
-            log.info("stopping: finishing the current pass and handing work back", extra={"event": "stopping"})
+            log.info(
+                "stopping: finishing the current pass and handing work back", extra={"event": "stopping"}
+            )
         if signals.killing.is_set() and not announced_kill:
             announced_kill = True
             log.warning("second signal: stopping now", extra={"event": "killing"})

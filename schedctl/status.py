@@ -18,6 +18,7 @@ from schedctl.job import CatchUp, Job
 from schedctl.missed import (
     CATCH_UP_GRACE,
     LEASE_NAME,
+    FiresCache,
     MissedTick,
     Reason,
     catch_up_bound,
@@ -235,6 +236,11 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
             + hint
         )
     nxt = f"next at {_clock(f.next_fire, now)}" if f.next_fire else "no next fire"
+    if f.state is None and f.lease is not None:
+        return Verdict.PENDING, (
+            f"not picked up yet: the leader ({f.lease.holder}) has not seen this job; is it in the job files "
+            "the scheduler reads? (SIGHUP reloads them)"
+        )
     note = ""
     if f.active > 1 and f.oldest_active is not None:
         note += f"; {f.active} runs queued or running, the oldest for {_clock(f.oldest_active, now)}"
@@ -294,10 +300,13 @@ def status_on(
     *,
     grace: float = CATCH_UP_GRACE,
     lease_name: str = LEASE_NAME,
+    fires_cache: FiresCache | None = None,
 ) -> JobStatus:
     next_fire, description = _next_and_description(job, now)
     state = h.job_state_of(conn, job.id)
-    missed = missed_on(conn, job, None, None, now, grace=grace, lease_name=lease_name)
+    missed = missed_on(
+        conn, job, None, None, now, grace=grace, lease_name=lease_name, fires_cache=fires_cache
+    )
     rows = h.recent_runs(conn, job.id, now, max(last_n, 1) * 2 + 20)
     finished = h.runs_in_states(conn, job.id, _FINISHED, now, 20)
     dispatched = h.runs_in_states(conn, job.id, _DISPATCHED, now, 1)
@@ -356,8 +365,9 @@ def all_status(
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""
     items = list(jobs.values()) if isinstance(jobs, Mapping) else list(jobs)
+    cache: FiresCache = {}
     with store.connect() as conn:
         return [
-            status_on(conn, j, now, 1, grace=grace, lease_name=lease_name)
+            status_on(conn, j, now, 1, grace=grace, lease_name=lease_name, fires_cache=cache)
             for j in sorted(items, key=lambda j: j.id)
         ]

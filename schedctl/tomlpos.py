@@ -166,6 +166,8 @@ class _Scanner:
     def multiline(self, quote: str, escapes: bool) -> None:
         self.i += 3
         while True:
+            if self.i >= self.n:
+                raise _Stop  # unterminated: only in text tomllib refused
             if escapes and self.s[self.i] == "\\":
                 self.i += 2
                 continue
@@ -190,9 +192,7 @@ class _Scanner:
             self.record(element, self.line())
             self.value(element)
             index += 1
-            self.skip_blank(newlines=True)
-            if self.s[self.i] == ",":
-                self.i += 1
+            self.next_item("]")
 
     def inline_table(self, path: Path) -> None:
         self.i += 1
@@ -202,9 +202,16 @@ class _Scanner:
                 self.i += 1
                 return
             self.key_value(path)
-            self.skip_blank(newlines=True)
-            if self.s[self.i] == ",":
-                self.i += 1
+            self.next_item("}")
+
+    def next_item(self, close: str) -> None:
+        """After an element: a comma, or the closing bracket. Anything else (only in text tomllib refused)
+        would leave the scanner where it stands, forever."""
+        self.skip_blank(newlines=True)
+        if self.s[self.i] == ",":
+            self.i += 1
+        elif self.s[self.i] != close:
+            raise _Stop
 
     def skip_blank(self, newlines: bool = False) -> None:
         """Spaces and tabs; with ``newlines``, also line ends and comments."""

@@ -38,6 +38,7 @@ BACKOFF_MAX = 10.0
 LISTEN_RETRY = 5.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
+SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to share its transaction
 
 
 @dataclass
@@ -55,6 +56,7 @@ class _Active:
 class _Pending:
     outcome: sql.Outcome
     duration: float
+    since: float = 0.0  # monotonic time it was collected
 
 
 class Worker:
@@ -66,12 +68,14 @@ class Worker:
         self._active: dict[tuple[Any, Any], _Active] = {}
         self._pending: list[_Pending] = []
         self._touched: set[str] = set()
+        self._user_noted: set[str] = set()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._listener: Any = None
+        self._listener_fd = -1
         self._next_listen = 0.0
         self._claim_now = True
         self._more_waiting = False
@@ -124,8 +128,9 @@ class Worker:
         for active in self._active.values():
             active.execution.enforce()
         self._collect()
-        write = bool(self._pending) and now >= self._next_write
-        claim = not self._draining and self._should_claim(now)
+        ready = self._batch_ready(now)
+        write = ready and bool(self._pending) and now >= self._next_write
+        claim = ready and not self._draining and self._should_claim(now)
         if write or claim:
             self._sync(write, claim)
         if self._active and now >= self._next_beat:
@@ -146,6 +151,17 @@ class Worker:
         self._wait(self._timeout(now))
         return True
 
+    def _batch_ready(self, now: float) -> bool:
+        """Whether to write outcomes (and claim) now, or linger a few ms so more finished runs share the commit.
+
+        Short runs finish in a trickle; a transaction per finish costs more than the runs themselves.
+        """
+        if not self._pending or self._draining or not self._active:
+            return True
+        if self.settings.slots - len(self._active) >= max(1, self.settings.slots // 2):
+            return True
+        return now - self._pending[0].since >= SYNC_LINGER
+
     def _watch(self, stopping: threading.Event, killing: threading.Event) -> None:
         stopping.wait()
         self.wake()
@@ -159,7 +175,7 @@ class Worker:
             times.extend(t for a in self._active.values() if (t := a.execution.next_deadline()) is not None)
             times.append(now + 0.5)  # a finished child whose leftover grandchildren hold its pipe
         if self._pending:
-            times.append(self._next_write)
+            times.append(max(self._next_write, self._pending[0].since + SYNC_LINGER))
         if not self._draining and len(self._active) < self.settings.slots:
             times.append(self._next_claim if not self._claim_now else now)
         return max(0.0, min(times) - now)
@@ -250,9 +266,11 @@ class Worker:
                 extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
             )
         if not run.snapshot:
-            self._pending.append(_Pending(sql.Outcome(run.job_id, run.scheduled_for, run.attempt, "failed",
-                                                      error="the run carries no job snapshot"), 0.0))
+            outcome = sql.Outcome(run.job_id, run.scheduled_for, run.attempt, "failed",
+                                  error="the run carries no job snapshot")
+            self._pending.append(_Pending(outcome, 0.0, self.clock.monotonic()))
             return
+        self._note_user(run)
         self._serial += 1
         checkpoint_file = self._root / f"{self._serial}.json"
         execution = Execution(
@@ -270,6 +288,22 @@ class Worker:
             if fd is not None:
                 self._selector.register(fd, selectors.EVENT_READ, run.key)
         log.info("run started (pid %s)", execution.pid, extra={"event": "run_started", "pid": execution.pid, **extra})
+
+    def _note_user(self, run: sql.ClaimedRun) -> None:
+        """Say once per job that its ``user`` is informational here (the scheduler says so at start too)."""
+        user = (run.snapshot or {}).get("user")
+        if not user or run.job_id in self._user_noted:
+            return
+        self._user_noted.add(run.job_id)
+        if self.settings.run_as_job_user and os.geteuid() == 0:
+            return
+        why = "--run-as-job-user is not given" if not self.settings.run_as_job_user else "the worker is not root"
+        log.info(
+            "job names user %s but %s: it runs as this worker's user",
+            user,
+            why,
+            extra={"event": "job_user_ignored", "job_id": run.job_id},
+        )
 
     # -- heartbeats ----------------------------------------------------------------------------------------
     def _beat(self) -> None:
@@ -320,7 +354,7 @@ class Worker:
             del self._active[key]
             execution = active.execution
             if not active.lost:
-                self._pending.append(_Pending(self._outcome(active), execution.duration()))
+                self._pending.append(_Pending(self._outcome(active), execution.duration(), self.clock.monotonic()))
             execution.cleanup()
         metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
         if self._more_waiting and len(self._active) < self.settings.slots:
@@ -430,7 +464,9 @@ class Worker:
             self._next_listen = now + LISTEN_RETRY
             return
         self._listener = conn
-        self._selector.register(conn.fileno(), selectors.EVENT_READ, "listen")
+        # Remember the descriptor: once the server is gone psycopg raises instead of answering fileno().
+        self._listener_fd = conn.fileno()
+        self._selector.register(self._listener_fd, selectors.EVENT_READ, "listen")
 
     def _drain_notifies(self) -> None:
         try:
@@ -444,7 +480,7 @@ class Worker:
         if self._listener is None:
             return
         try:
-            self._selector.unregister(self._listener.fileno())
+            self._selector.unregister(self._listener_fd)
         except (KeyError, ValueError, OSError):
             pass
         try:

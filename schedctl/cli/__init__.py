@@ -91,7 +91,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: the one place that turns schedctl's exceptions into exit codes."""
     verbose = "-v" in (argv or sys.argv[1:]) or "--verbose" in (argv or sys.argv[1:])
     try:
-        cli.main(args=argv, prog_name="schedctl", standalone_mode=False)
+        # Without standalone mode click *returns* the code of ctx.exit(n) instead of exiting with it.
+        code = cli.main(args=argv, prog_name="schedctl", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

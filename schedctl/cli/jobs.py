@@ -105,7 +105,7 @@ def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
 def _span(delta: timedelta) -> str:
     """The two largest units, like systemctl's LEFT column: "4m12s", "17h", "1d3h"."""
     left = max(0, round(delta.total_seconds()))
-    parts = []
+    parts: list[str] = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         count, left = divmod(left, size)
         if parts or count:

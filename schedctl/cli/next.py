@@ -125,14 +125,14 @@ def _utc(fire: Fire) -> str:
     return fire.utc.isoformat().replace("+00:00", "Z")
 
 
-def _mark(fire: Fire) -> str:
+def _mark(schedule: Schedule, fire: Fire) -> str:
     if fire.gap_moved:
         return "> moved to the end of a DST gap"
-    if fire.overlap == "first":
-        return "1 first pass of a repeated hour"
-    if fire.overlap == "last":
-        return "2 second pass of a repeated hour"
-    return ""
+    if fire.overlap is None:
+        return ""
+    if schedule.overlap == "both":
+        return "1 repeated time, first pass" if fire.overlap == "first" else "2 repeated time, second pass"
+    return f"{'1' if fire.overlap == 'first' else '2'} repeated time: runs at its {fire.overlap} pass only"
 
 
 def _json(fires: Iterator[Fire]) -> None:
@@ -158,7 +158,7 @@ def _plain(schedule: Schedule, fires: Iterator[Fire]) -> None:
         if i == 0:
             width = max(len(local) + 2, len("LOCAL") + 2)
             click.echo(f"{'LOCAL':<{width}}{'UTC':<22}NOTE")
-        click.echo(f"{local:<{width}}{_utc(fire):<22}{_mark(fire)}".rstrip())
+        click.echo(f"{local:<{width}}{_utc(fire):<22}{_mark(schedule, fire)}".rstrip())
 
 
 def _rich(schedule: Schedule, fires: Iterator[Fire]) -> None:
@@ -166,8 +166,9 @@ def _rich(schedule: Schedule, fires: Iterator[Fire]) -> None:
     from rich.table import Table
 
     table = Table(title=f"{schedule.describe()} ({schedule.zone})", title_justify="left", box=None)
-    for column in ("LOCAL", "UTC", "NOTE"):
-        table.add_column(column)
+    table.add_column("LOCAL", no_wrap=True)
+    table.add_column("UTC", no_wrap=True)
+    table.add_column("NOTE")
     for fire in fires:
-        table.add_row(_local(fire), _utc(fire), _mark(fire))
+        table.add_row(_local(fire), _utc(fire), _mark(schedule, fire))
     Console().print(table)

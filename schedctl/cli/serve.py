@@ -57,10 +57,18 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 )
 @db_option
 @jobs_option
-@click.option("--migrate", is_flag=True, help="Upgrade the database schema first (the one-machine SQLite case).")
-@click.option("--identity", envvar="SCHEDCTL_IDENTITY", help="Lease holder / worker name [default: HOST:PID:SUFFIX].")
-@click.option("--lease-duration", type=DURATION, default="15s", show_default=True, help="How long a lease lasts.")
-@click.option("--renew-interval", type=DURATION, default="5s", show_default=True, help="How often the leader renews.")
+@click.option(
+    "--migrate", is_flag=True, help="Upgrade the database schema first (the one-machine SQLite case)."
+)
+@click.option(
+    "--identity", envvar="SCHEDCTL_IDENTITY", help="Lease holder / worker name [default: HOST:PID:SUFFIX]."
+)
+@click.option(
+    "--lease-duration", type=DURATION, default="15s", show_default=True, help="How long a lease lasts."
+)
+@click.option(
+    "--renew-interval", type=DURATION, default="5s", show_default=True, help="How often the leader renews."
+)
 @click.option(
     "--catch-up-grace",
     type=DURATION,
@@ -68,15 +76,25 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     show_default=True,
     help="A tick younger than this is late, not missed: dispatched normally.",
 )
-@click.option("--slots", type=click.IntRange(min=1), default=4, show_default=True, help="Runs executed at once.")
-@click.option("--poll-interval", type=DURATION, default="1s", show_default=True, help="Worker poll when idle.")
+@click.option(
+    "--slots", type=click.IntRange(min=1), default=4, show_default=True, help="Runs executed at once."
+)
+@click.option(
+    "--poll-interval", type=DURATION, default="1s", show_default=True, help="Worker poll when idle."
+)
 @click.option("--heartbeat-interval", type=DURATION, default="15s", show_default=True)
-@click.option("--stale-after", type=DURATION, default="60s", show_default=True, help="Take over runs silent this long.")
-@click.option("--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE", help="Worker label (repeat).")
+@click.option(
+    "--stale-after", type=DURATION, default="60s", show_default=True, help="Take over runs silent this long."
+)
+@click.option(
+    "--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE", help="Worker label (repeat)."
+)
 @click.option("--run-as-job-user", is_flag=True, help="As root, run each job as the user it names.")
 @click.option("--successful-history", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--failed-history", type=click.IntRange(min=0), default=5, show_default=True)
-@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here.")
+@click.option(
+    "--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here."
+)
 @click.option("--metrics-host", default="127.0.0.1", show_default=True)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(

@@ -151,10 +151,12 @@ def _show_one(s: JobStatus, fmt: str, now: datetime) -> None:
         return
     job = s.job
     click.echo(f"{job.id}: {s.verdict}")
-    policy = f"catch_up = {job.catch_up}" + (f" (max {job.max_catch_up})" if job.max_catch_up else "")
+    policy = f'catch_up = "{job.catch_up}"' + (
+        f", max_catch_up = {job.max_catch_up}" if job.max_catch_up else ""
+    )
     described = f", {s.description}" if s.description and s.description != job.schedule else ""
     click.echo(f"  schedule:  {job.schedule} ({job.timezone}){described}")
-    click.echo(f"  policy:    {policy}, concurrency = {job.concurrency}")
+    click.echo(f'  policy:    {policy}, concurrency = "{job.concurrency}"')
     click.echo(f"  next:      {utc_text(s.next_fire)} UTC" if s.next_fire else "  next:      never")
     click.echo(f"  lease:     {_lease_text(s, now)}")
     if s.missed:
@@ -235,7 +237,7 @@ def resume(job_id: str, jobs_path: str, db_url: str) -> None:
     finally:
         store.dispose()
     if result.changed:
-        click.echo(f"{job_id}: resumed; the ticks paused over go through catch_up = {job.catch_up}")
+        click.echo(f'{job_id}: resumed; the ticks paused over go through catch_up = "{job.catch_up}"')
     else:
         click.echo(f"{job_id}: was not paused by `schedctl pause`")
     if result.paused_by_file:

@@ -35,6 +35,11 @@ def notes(jobs: list[Job], skipped_reboot: int) -> list[str]:
             f"{len(mailed)} of these jobs (to MAILTO, or to the crontab's owner when MAILTO is unset); MAILTO "
             'stays in each job\'s env: use on_failure (e.g. on_failure = "mail -s failed $MAILTO") to be told.'
         )
+    if jobs:
+        out.append(
+            "cron starts a job even while its last run is still going; these jobs get schedctl's default "
+            'concurrency = "forbid" (such a tick is skipped): set concurrency = "allow" where overlap is wanted.'
+        )
     if skipped_reboot:
         out.append(
             f"{skipped_reboot} @reboot line{'s were' if skipped_reboot != 1 else ' was'} left out: "

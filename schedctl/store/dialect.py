@@ -120,11 +120,45 @@ def insert_ignore_many(conn: Connection, table: Table, rows: list[dict[str, Any]
     if name == "postgresql":
         return _pg_insert_unnest(conn, table, rows)
     if name == "sqlite":
-        stmt: Any = sqlite_insert(table).on_conflict_do_nothing()
-    else:
-        stmt = mysql_insert(table).prefix_with("IGNORE")
-    # sqlite3 and PyMySQL both sum executemany's row counts; an ignored duplicate counts zero.
+        return _sqlite_insert_many(conn, table, rows)
+    stmt = mysql_insert(table).prefix_with("IGNORE")
+    # PyMySQL sums executemany's row counts (one multi-row statement); an ignored duplicate counts zero.
     return max(0, conn.execute(stmt, rows).rowcount or 0)
+
+
+def _lite_instant(value: Any) -> str:
+    return str(value.replace(tzinfo=None).isoformat(" ", "microseconds"))
+
+
+def _sqlite_insert_many(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
+    """sqlite3's executemany with values converted once, as SQLAlchemy would store them (its per-value type
+    processing costs more than SQLite's insert)."""
+    import json
+    from datetime import UTC
+
+    from sqlalchemy import JSON
+
+    columns = [table.c[n] for n in rows[0]]
+
+    def convert(column: Any) -> Any:
+        if isinstance(column.type, JSON):
+            return lambda v: None if v is None else json.dumps(v)
+        if isinstance(column.type, UTCDateTime):
+            # SQLAlchemy's SQLite DATETIME storage format: naive UTC, always six fractional digits.
+            return lambda v: None if v is None else _lite_instant(v.astimezone(UTC))
+        return lambda v: v
+
+    converters = [(c.name, convert(c)) for c in columns]
+    values = [tuple(f(row[n]) for n, f in converters) for row in rows]
+    names = ", ".join(f'"{c.name}"' for c in columns)
+    marks = ", ".join("?" for _ in columns)
+    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING'
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(sql, values)
+        return max(0, cursor.rowcount or 0)
+    finally:
+        cursor.close()
 
 
 def _pg_insert_unnest(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
@@ -134,20 +168,34 @@ def _pg_insert_unnest(conn: Connection, table: Table, rows: list[dict[str, Any]]
 
     names = list(rows[0])
     columns = [table.c[n] for n in names]
-    casts, params = [], {}
+    arrays, selected, params = [], [], {}
     for i, column in enumerate(columns):
         values = [row[column.name] for row in rows]
         if isinstance(column.type, JSON):
             values = [None if v is None else json.dumps(v) for v in values]
         typ = column.type.compile(dialect=conn.dialect)
-        casts.append(f"CAST(%(c{i})s AS {typ}[])")
-        params[f"c{i}"] = values
+        first = values[0]
+        if all(v == first for v in values):
+            # The same in every row (attempt 0, manual false, the term...): one scalar, not an array to dump.
+            params[f"c{i}"] = first
+            selected.append(f"CAST(%(c{i})s AS {typ})")
+        else:
+            params[f"c{i}"] = values
+            arrays.append(f"CAST(%(c{i})b AS {typ}[])")
+            selected.append(f"u.c{i}")
+    aliases = ", ".join(s[2:] for s in selected if s.startswith("u."))
     column_list = ", ".join(f'"{c.name}"' for c in columns)
+    source = f"FROM unnest({', '.join(arrays)}) AS u({aliases})" if arrays else ""  # no arrays: one row
     sql = (
-        f'INSERT INTO "{table.name}" ({column_list}) SELECT * FROM unnest({", ".join(casts)}) '
+        f'INSERT INTO "{table.name}" ({column_list}) SELECT {", ".join(selected)} {source} '
         "ON CONFLICT DO NOTHING"
     )
-    return max(0, conn.exec_driver_sql(sql, params).rowcount or 0)
+    # Binary parameters: psycopg's text form escapes every array element with a regular expression, which
+    # costs more than the insert itself. The raw cursor shares the SQLAlchemy connection's transaction.
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cursor:  # type: ignore[union-attr]
+        cursor.execute(sql, params)
+        return max(0, cursor.rowcount or 0)
 
 
 def supports_skip_locked(conn: Connection) -> bool:

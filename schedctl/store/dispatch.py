@@ -103,18 +103,19 @@ def load_states_for(store: Store, job_ids: Iterable[str]) -> dict[str, JobState]
 
 def load_held(store: Store) -> dict[str, JobState]:
     """Jobs paused by `schedctl pause` or refused: cheap (few rows), so the leader polls it every renewal."""
-    query = select(*_STATE_COLUMNS).where(or_(job_state.c.paused_at.is_not(None), job_state.c.refused_at.is_not(None)))
+    query = select(*_STATE_COLUMNS).where(
+        or_(job_state.c.paused_at.is_not(None), job_state.c.refused_at.is_not(None))
+    )
     with store.connect() as conn:
         return {row[0]: _state(row) for row in conn.execute(query)}
 
 
 def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], now: datetime) -> None:
-    """First sight of jobs, schedule changes and file pause flips, with their events, in fenced batches."""
-    for start in range(0, len(changes), IN_CHUNK):
-        batch = changes[start : start + IN_CHUNK]
-        with store.begin() as conn:
-            _fence(conn, fence)
-            _apply_changes(conn, batch, now)
+    """First sight of jobs, schedule changes and file pause flips, with their events, in one fenced
+    transaction (the caller splits thousands of them into batches, renewing the lease in between)."""
+    with store.begin() as conn:
+        _fence(conn, fence)
+        _apply_changes(conn, changes, now)
 
 
 def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: datetime) -> None:
@@ -188,7 +189,11 @@ def _fence(conn: Connection, fence: Fence) -> None:
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], jobs: Mapping[str, Job]) -> list[Tick]:
     """forbid: a tick due while a run of the job is active becomes a skipped row (catch-up ticks excepted)."""
-    forbid = {t.job_id for t in ticks if t.queued and not t.catch_up and jobs[t.job_id].concurrency is Concurrency.FORBID}
+    forbid = {
+        t.job_id
+        for t in ticks
+        if t.queued and not t.catch_up and jobs[t.job_id].concurrency is Concurrency.FORBID
+    }
     if not forbid:
         return list(ticks)
     busy = active_jobs(conn, forbid)
@@ -262,11 +267,20 @@ def _row(tick: Tick, job: Job, term: int, now: datetime) -> dict[str, Any]:
 _STATIC: dict[str, tuple[Job, dict[str, Any]]] = {}
 
 
+def prepare(jobs: Iterable[Job]) -> None:
+    """Compute each definition's shared row values ahead of time, so a boundary pass only copies them."""
+    for job in jobs:
+        _static(job)
+
+
 def _static(job: Job) -> dict[str, Any]:
     """What every run row of a job definition shares, computed once per definition, not once per tick."""
     cached = _STATIC.get(job.id)
     if cached is None or cached[0] is not job:
-        cached = (job, {"snapshot": job.snapshot(), "labels_key": job.labels_key, "concurrency": str(job.concurrency)})
+        cached = (
+            job,
+            {"snapshot": job.snapshot(), "labels_key": job.labels_key, "concurrency": str(job.concurrency)},
+        )
         _STATIC[job.id] = cached
     return cached[1]
 
@@ -298,7 +312,8 @@ def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> Non
             .values(refused_at=now, refused_detail=detail, updated_at=now)
         )
     conn.execute(
-        insert(job_events), [{"job_id": j, "at": now, "kind": "refused", "detail": d} for j, d in refusals.items()]
+        insert(job_events),
+        [{"job_id": j, "at": now, "kind": "refused", "detail": d} for j, d in refusals.items()],
     )
 
 

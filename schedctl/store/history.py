@@ -210,8 +210,9 @@ _TERM_COLUMNS = (
 
 
 def terms_between(conn: Connection, name: str, since: datetime, until: datetime) -> list[TermRecord]:
-    """Terms whose holding overlaps ``[since, until]``, plus the last one acquired before ``since`` (so a gap
-    that began before the window can still name who led last), ordered by term."""
+    """Terms whose holding overlaps ``[since, until]``, plus the last one acquired before ``since`` and the
+    first acquired after ``until`` (so a gap reaching past the window still names who led last and who led
+    next), ordered by term."""
     overlapping = select(*_TERM_COLUMNS).where(
         lease_terms.c.name == name,
         lease_terms.c.acquired_at <= until,
@@ -224,9 +225,16 @@ def terms_between(conn: Connection, name: str, since: datetime, until: datetime)
         .order_by(lease_terms.c.term.desc())
         .limit(1)
     )
+    after = (
+        select(*_TERM_COLUMNS)
+        .where(lease_terms.c.name == name, lease_terms.c.acquired_at > until)
+        .order_by(lease_terms.c.acquired_at)
+        .limit(1)
+    )
     found = {t.term: t for t in map(_term, conn.execute(overlapping))}
-    for t in map(_term, conn.execute(before)):
-        found.setdefault(t.term, t)
+    for query in (before, after):
+        for t in map(_term, conn.execute(query)):
+            found.setdefault(t.term, t)
     return [found[k] for k in sorted(found)]
 
 

@@ -176,9 +176,25 @@ def test_jobs_shows_the_last_run_from_the_database(jobs_file: Path, db_url: str,
             ("other", t + timedelta(days=1), "succeeded"),  # a job no longer in the file
         ],
     )
+    from schedctl.store.schema import job_state
+
+    with store.begin() as conn:  # `schedctl pause minutely`, as the database records it
+        conn.execute(
+            job_state.insert().values(
+                job_id="minutely",
+                schedule_key="* * * * *|Asia/Kolkata|",
+                defined_at=t,
+                updated_at=t,
+                paused_at=t,
+            )
+        )
     code, out, err = run(["jobs", "--jobs", str(jobs_file), "--db", db_url, "--json"])
     assert (code, err) == (0, "")
-    last = {r["id"]: (r["last_run_scheduled_for"], r["last_run_state"]) for r in json.loads(out)}
+    rows = {r["id"]: r for r in json.loads(out)}
+    assert (rows["minutely"]["paused"], rows["minutely"]["paused_at"]) == (True, "2026-11-30T02:30:00+00:00")
+    assert rows["minutely"]["next_fire"] is None
+    assert (rows["nightly"]["paused"], rows["nightly"]["paused_at"]) == (False, None)
+    last = {r["id"]: (r["last_run_scheduled_for"], r["last_run_state"]) for r in rows.values()}
     assert last == {
         "nightly": ("2026-11-30T02:30:00+00:00", "failed"),
         "held": ("2026-11-30T02:30:00+00:00", "running"),

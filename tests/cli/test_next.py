@@ -62,7 +62,7 @@ def test_plain_text_has_local_utc_and_marks() -> None:
     lines = out.splitlines()
     assert lines[0].split() == ["LOCAL", "UTC", "NOTE"]
     assert lines[1].startswith("2026-10-24 01:30:00+0100 BST")
-    assert "2026-10-25T00:30:00Z" in lines[2] and "first pass of a repeated hour" in lines[2]
+    assert "2026-10-25T00:30:00Z" in lines[2] and "repeated time: runs at its first pass only" in lines[2]
     assert "at 01:30 every day" in err
 
 

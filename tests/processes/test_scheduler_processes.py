@@ -147,14 +147,18 @@ def test_three_replicas_one_leader_no_tick_lost_across_kill_and_stop(db_url: str
     killed_at = time.monotonic()
     second = _until(lambda: _new_holder(store, first), LEASE + RENEW + SLACK + 2)
     kill_takeover = time.monotonic() - killed_at
-    assert kill_takeover <= LEASE + RENEW + SLACK, f"takeover after SIGKILL took {kill_takeover:.2f}s" + _logs(replicas)
+    assert kill_takeover <= LEASE + RENEW + SLACK, (
+        f"takeover after SIGKILL took {kill_takeover:.2f}s" + _logs(replicas)
+    )
     time.sleep(2.0)
 
     replicas[second].signal(signal.SIGTERM)
     stopped_at = time.monotonic()
     third = _until(lambda: _new_holder(store, second), RENEW * 1.5 + SLACK + 2)
     term_takeover = time.monotonic() - stopped_at
-    assert term_takeover <= RENEW * 1.5 + SLACK, f"takeover after SIGTERM took {term_takeover:.2f}s" + _logs(replicas)
+    assert term_takeover <= RENEW * 1.5 + SLACK, f"takeover after SIGTERM took {term_takeover:.2f}s" + _logs(
+        replicas
+    )
     assert replicas[second].wait() == 0
     time.sleep(2.0)
 
@@ -211,3 +215,38 @@ def test_a_replica_whose_clock_is_ten_minutes_fast_neither_steals_nor_dispatches
     text = fast.log()
     assert text.count("job files not reloaded") == 1 and "Traceback" not in text
     store.dispose()
+
+
+def _serve(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    cmd = [sys.executable, "-m", "schedctl", "serve", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def test_an_unreachable_database_at_start_up_is_one_line_and_a_retry(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(JOBS)
+    proc = _serve(
+        "--role", "scheduler", "--db", f"postgresql://u:secret@127.0.0.1:{port}/x", "--jobs", str(jobs)
+    )
+    time.sleep(6.0)  # several retries
+    assert proc.poll() is None, "serve gave up instead of retrying"
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0
+    assert out.count("database unavailable") == 1 and "Traceback" not in out
+    assert "secret" not in out
+
+
+def test_serve_refuses_a_database_without_the_schema_and_says_what_to_run(tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(JOBS)
+    proc = _serve("--role", "scheduler", "--db", f"sqlite:///{tmp_path / 'empty.db'}", "--jobs", str(jobs))
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "schedctl db upgrade" in out and "Traceback" not in out

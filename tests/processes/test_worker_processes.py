@@ -6,11 +6,13 @@ Settings a loaded 2-core machine meets: heartbeat 0.5 s, stale after 3 s, poll 0
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,10 +22,15 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from schedctl.clock import SystemClock
+from schedctl.errors import StoreUnavailable
 from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.settings import WorkerSettings
 from schedctl.store import claims, open_store
 from schedctl.store.migrate import upgrade
+from schedctl.store.runs import cancel as cancel_run
 from schedctl.store.schema import job_runs, job_state
+from schedctl.worker import Worker
 
 pytestmark = pytest.mark.processes
 
@@ -200,12 +207,17 @@ def test_a_stopped_worker_loses_its_run_and_its_late_writes_are_rejected(env):
     assert stop(b) == 0
 
 
-def test_timeout_and_retries_with_backoff(env):
+def test_timeout_retries_with_backoff_and_cancel(env):
     env.queue(env.job("slow", "trap '' TERM; sleep 10", timeout=0.5, grace_period=0.5))
     env.queue(env.job("flaky", 'date +"try %s.%N" >> LEDGER; exit 3', retries=2, retry_backoff=0.4))
+    (doomed,) = env.queue(env.job("doomed", "trap 'echo cancelled >> LEDGER; exit 0' TERM; sleep 10 & wait"))
     a = env.worker("wA")
-    wait_for("both to end", lambda: all_in(env, {"timed_out", "failed"}, 2))
+    wait_for("doomed to run", lambda: env.rows("doomed")[0]["state"] == "running")
+    assert cancel_run(env.store, "doomed", doomed) == "cancel_requested"
+    wait_for("all to end", lambda: all_in(env, {"timed_out", "failed", "cancelled"}, 3))
     assert stop(a) == 0
+    assert env.ledger_lines("cancelled") == [["cancelled"]]  # SIGTERM, and it exited inside its grace
+    assert env.rows("doomed")[0]["state"] == "cancelled"
     slow, flaky = env.rows("slow")[0], env.rows("flaky")[0]
     assert (slow["state"], slow["exit_status"]) == ("timed_out", 128 + 9)
     assert 0.9 <= (slow["finished_at"] - slow["started_at"]).total_seconds() < 5
@@ -268,3 +280,52 @@ def test_labels_and_the_environment_contract(env):
     assert job_env["PASS_ME"] == "passed" and job_env["FROM_JOB"] == "x y"
     assert job_env["SCHEDCTL_JOB_ID"] == "here" and job_env["SCHEDCTL_ATTEMPT"] == "1"
     assert job_env["SCHEDCTL_SCHEDULED_FOR"].endswith("Z") and job_env["PATH"] == "/usr/bin:/bin"
+
+
+class FlakyStore:
+    """The real store, with an outage switch: while ``down`` is set every transaction fails as unreachable."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.dialect, self.url = real, real.dialect, real.url
+        self.down = threading.Event()
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator[Any]:
+        if self.down.is_set():
+            raise StoreUnavailable("injected outage")
+        with self.real.begin() as conn:
+            yield conn
+
+
+def test_a_database_outage_keeps_the_job_running_and_the_rule_applies_when_it_returns(env):
+    """w1 loses the database mid-run; its job keeps going. w2 (which can still reach it) takes the run over
+    after the stale window; when the database comes back, w1 finds the run gone and stops its copy."""
+    env.queue(env.job("steps", STEP_JOB.replace("STEPS", "20")))
+    flaky = FlakyStore(env.store)
+    settings = dict(poll_interval=0.1, heartbeat_interval=0.3, stale_after=2.0, successful_history=100)
+    w1 = Worker(flaky, WorkerSettings(identity="w1", **settings), SystemClock())
+    stop1, kill1 = threading.Event(), threading.Event()
+    t1 = threading.Thread(target=w1.run, args=(stop1, kill1))
+    t1.start()
+    try:
+        wait_for("w1 to run it", lambda: env.ledger_lines("step"))
+        flaky.down.set()
+        w2 = Worker(env.store, WorkerSettings(identity="w2", **settings), SystemClock())
+        stop2, kill2 = threading.Event(), threading.Event()
+        t2 = threading.Thread(target=w2.run, args=(stop2, kill2))
+        t2.start()
+        wait_for("the takeover", lambda: env.rows()[0]["worker"] == "w2", timeout=15)
+        assert int([ln for ln in env.ledger_lines("step") if ln[3] == "1"][-1][5]) >= 3  # w1's copy ran on
+        assert not env.ledger_lines("term")
+        flaky.down.clear()
+        wait_for("w1 to stop its copy", lambda: [ln for ln in env.ledger_lines("term") if ln[3] == "1"])
+        wait_for("w2 to finish", lambda: env.rows()[0]["state"] == "succeeded", timeout=15)
+        row = env.rows()[0]
+        assert (row["worker"], row["attempt"], row["checkpoint"]) == ("w2", 2, 20)
+    finally:
+        stop1.set()
+        flaky.down.clear()
+        t1.join(15)
+        if "stop2" in locals():
+            stop2.set()
+            t2.join(15)

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from schedctl import lease
-from schedctl.errors import NotLeader
+from schedctl.errors import NotLeader, UsageError
 from schedctl.store import open_store
 from schedctl.store.dialect import insert_ignore, select_db_now
 from schedctl.store.schema import job_runs
@@ -88,9 +88,9 @@ def test_a_live_lease_is_not_taken_and_the_loser_learns_who_holds_it(store):
 
 
 def test_expiry_lets_another_win_the_next_term_and_history_records_it(store):
-    held = lease.acquire_or_renew(store, NAME, "a", 0.3)
+    held = lease.acquire_or_renew(store, NAME, "a", 1.0)
     assert not lease.acquire_or_renew(store, NAME, "b", 30).held
-    time.sleep(0.4)
+    _wait_until_lapsed(store, held.expires_at)
     taken = lease.acquire_or_renew(store, NAME, "b", 30)
     assert (taken.held, taken.term, taken.new_term) == (True, 2, True)
     assert taken.previous_tzdata == lease.tzdata_version()
@@ -124,6 +124,14 @@ def test_release_hands_over_at_the_next_attempt(store):
     assert not lease.release(store, NAME, "a", mine.term)
 
 
+def test_the_holder_taking_its_released_lease_again_starts_a_new_term(store):
+    first = lease.acquire_or_renew(store, NAME, "a", 300)
+    lease.release(store, NAME, "a", first.term)
+    again = lease.acquire_or_renew(store, NAME, "a", 300)
+    assert (again.held, again.term, again.new_term) == (True, 2, True)
+    assert [(t.term, t.end_reason) for t in lease.history(store, NAME)] == [(2, None), (1, "released")]
+
+
 def test_releasing_a_lapsed_lease_does_not_extend_it(store):
     lapsed = lease.acquire_or_renew(store, NAME, "a", -5)
     assert lease.release(store, NAME, "a", lapsed.term)
@@ -138,6 +146,16 @@ def test_history_is_newest_first_and_limited(store):
         lease.release(store, NAME, f"h{i}", result.term)
     assert [t.term for t in lease.history(store, NAME, limit=3)] == [4, 3, 2]
     assert lease.history(store, "other") == [] and lease.current(store, "other") is None
+
+
+def _wait_until_lapsed(store, expires_at, conn=None):
+    """Poll the database's clock (never this host's) until ``expires_at`` has passed."""
+    for _ in range(200):
+        now = select_db_now(conn) if conn is not None else lease.db_time(store)
+        if now > expires_at:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the lease never lapsed by the database's clock")
 
 
 def _dispatch(store, identity, term, job_id):
@@ -155,9 +173,9 @@ def _runs(store):
 
 
 def test_fence_rejects_a_stale_term_so_the_ex_leaders_write_never_lands(store):
-    old = lease.acquire_or_renew(store, NAME, "a", 0.3)
+    old = lease.acquire_or_renew(store, NAME, "a", 30)
     _dispatch(store, "a", old.term, "written-while-leader")
-    time.sleep(0.4)
+    lease.acquire_or_renew(store, NAME, "a", -1)  # its last renewal: the lease lapses (a pause, a partition)
     new = lease.acquire_or_renew(store, NAME, "b", 30)
     with pytest.raises(NotLeader, match="held by b in term 2, not by a in term 1"):
         _dispatch(store, "a", old.term, "stale-write")
@@ -176,13 +194,13 @@ def test_fence_rejects_a_lapsed_lease_nobody_took_yet(store):
 
 def test_a_takeover_waits_for_the_fenced_dispatch_to_commit(store):
     """The shared lock fence() takes means no one acquires the lease in the middle of a dispatch."""
-    mine = lease.acquire_or_renew(store, NAME, "a", 0.3)
+    mine = lease.acquire_or_renew(store, NAME, "a", 1.0)
     other = open_store(_url(store))
     lease.db_time(other)
     taken: list[lease.LeaseResult] = []
     with store.begin() as conn:
         lease.fence(conn, NAME, "a", mine.term)
-        time.sleep(0.4)  # the lease lapses while the dispatch transaction is still open
+        _wait_until_lapsed(store, mine.expires_at, conn)  # while the dispatch transaction is still open
         thief = threading.Thread(target=lambda: taken.append(lease.acquire_or_renew(other, NAME, "b", 30)))
         thief.start()
         thief.join(timeout=0.5)
@@ -233,26 +251,34 @@ def _attempt_with_skew(faketime, url, identity, duration, skew):
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize("skew", ["+10m", "-10m"])
-def test_a_replica_with_a_skewed_clock_neither_steals_nor_misjudges_the_lease(store, faketime, skew):
+def test_a_replica_with_a_skewed_clock_neither_steals_nor_misjudges_the_lease(store, faketime):
+    """Real processes under libfaketime: one 10 minutes ahead, one 10 minutes behind this host."""
     if store.dialect == "sqlite":
         pytest.skip(
             "SQLite's clock is the host's own: one host, one clock (SQLite is documented one-host only)"
         )
     url = _url(store)
-    held = lease.acquire_or_renew(store, NAME, "honest", 5)
-    local, won, term, db_now, _ = _attempt_with_skew(faketime, url, "skewed", 30, skew)
-    assert abs((local - db_now).total_seconds()) > 500  # the replica really believes another time
-    assert (won, term) == (False, held.term)  # +10m would make a local-clock judge think it lapsed long ago
+    held = lease.acquire_or_renew(store, NAME, "honest", 120)
+    # Ahead: judged by its own clock, the honest lease would have lapsed eight minutes ago.
+    local, won, term, db_now, _ = _attempt_with_skew(faketime, url, "ahead", 30, "+10m")
+    assert (local - db_now).total_seconds() > 500  # the replica really believes it is later
+    assert (won, term) == (False, held.term)
     assert lease.current(store, NAME).holder == "honest"
-    # Once the lease really lapses (by the database's clock) the skewed replica wins, and its expiry is
-    # the database's now plus its duration, not its own clock's.
+    # Behind: once the lease is free it wins, and its lease ends 30 s after the database's now; by its own
+    # clock the expiry would lie ten minutes in the past and the lease would be up for grabs at once.
     lease.release(store, NAME, "honest", held.term)
-    local, won, term, db_now, expires = _attempt_with_skew(faketime, url, "skewed", 30, skew)
+    local, won, term, db_now, expires = _attempt_with_skew(faketime, url, "behind", 30, "-10m")
+    assert (db_now - local).total_seconds() > 500
     assert (won, term) == (True, held.term + 1)
     assert abs((expires - db_now).total_seconds() - 30) < 1
     assert abs((db_now - lease.db_time(store)).total_seconds()) < 30
-    assert lease.acquire_or_renew(store, NAME, "honest", 5).held is False
+    assert lease.acquire_or_renew(store, NAME, "honest", 120).held is False
+
+
+def test_an_identity_longer_than_the_column_is_refused_before_any_write(store):
+    with pytest.raises(UsageError, match="1 to 255 characters"):
+        lease.acquire_or_renew(store, NAME, "x" * 256, 15)
+    assert lease.current(store, NAME) is None
 
 
 def test_tzdata_version_names_its_source():

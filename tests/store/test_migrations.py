@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 
@@ -63,6 +64,31 @@ def test_upgrade_is_idempotent(empty):
     assert second.before == second.after == migrate.head_revision()
     with empty.connect() as conn:
         assert conn.execute(text(f"SELECT count(*) FROM {migrate.VERSION_TABLE}")).scalar_one() == 1
+
+
+def test_concurrent_upgrades_both_succeed(db_url):
+    """Two `serve --migrate` starting together: one creates the schema, the other finds it current."""
+    if db_url.startswith("mysql"):
+        pytest.skip("MySQL commits DDL implicitly; a concurrent upgrade there may fail once (documented)")
+    stores = [open_store(db_url) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    results: list[object] = []
+
+    def run(st):
+        barrier.wait()
+        try:
+            results.append(migrate.upgrade(st))
+        except Exception as exc:  # the assertion below shows it
+            results.append(exc)
+
+    threads = [threading.Thread(target=run, args=(st,)) for st in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for st in stores:
+        st.dispose()
+    assert sorted(((r.before or ""), r.after) for r in results) == [("", "0001"), ("0001", "0001")], results
 
 
 def test_check_is_not_ok_on_an_empty_database_and_says_what_to_run(empty):

@@ -189,8 +189,10 @@ def test_replay_refuses_above_the_bound_and_changes_nothing(store):
 def test_replay_dispatches_exactly_the_missed_ticks_then_does_nothing(store):
     seed_outage(store)
     before = all_rows(store)
-    result = replay(store, [BILLING], 30, None, None, now=T(16, 45))
+    progress: list[tuple[int, int]] = []
+    result = replay(store, [BILLING], 30, None, None, now=T(16, 45), progress=lambda *p: progress.append(p))
     assert (result.dispatched, result.already, len(result.plan.ticks)) == (21, 0, 21)
+    assert progress == [(21, 21)]
     rows = all_rows(store)
     new = [r for r in rows if r not in before]
     assert new == [(t, "queued", None, None) for t in OUTAGE_TICKS]
@@ -211,6 +213,13 @@ def test_replay_dispatches_exactly_the_missed_ticks_then_does_nothing(store):
     assert (again.dispatched, again.plan.ticks) == (0, [])
     assert all_rows(store) == rows
     assert [e for e in events(store) if e[0] == "replayed"].__len__() == 1
+
+
+def test_a_window_inside_the_outage_still_names_both_ends(store):
+    seed_outage(store)
+    ticks = missed(store, BILLING, T(14, 0), T(14, 30), now=T(16, 45))
+    assert [t.scheduled_for for t in ticks] == [T(14, 0), T(14, 10), T(14, 20)]
+    assert {t.reason_text for t in ticks} == {GAP}
 
 
 def test_dry_run_lists_the_plan_and_writes_nothing(store):
@@ -369,6 +378,11 @@ def seed_leader_all_day(conn) -> None:
     add_term(conn, 1, "host-a:99", T(0, 0), T(12, 0, 10), current=True)
 
 
+# What the scheduler (schedctl/planner.py, schedctl/store/dispatch.py) writes as reason_detail.
+BUSY = 'a run of the job was still queued or running (concurrency = "forbid")'
+LATE = "dispatch would have been 412.0s after the tick, past the starting deadline of 300s"
+
+
 def test_each_reason_from_what_the_store_recorded(store):
     now = T(11, 0, 30)  # ticks up to 10:50 are old enough to be missed
     deadline = job("deadline", starting_deadline=300)
@@ -383,6 +397,8 @@ def test_each_reason_from_what_the_store_recorded(store):
             add_state(conn, j, T(10, 0), T(10, 50) if j is not quiet else T(10, 20))
         add_runs(conn, deadline, [T(10, 10)], state="skipped", reason="starting_deadline", reason_detail=None)
         add_runs(conn, forbid, [T(10, 20)], state="skipped", reason="concurrency", reason_detail=None)
+        add_runs(conn, deadline, [T(10, 30)], state="skipped", reason="starting_deadline", reason_detail=LATE)
+        add_runs(conn, forbid, [T(10, 50)], state="skipped", reason="concurrency", reason_detail=BUSY)
         add_runs(conn, latest, [T(10, 30)], state="skipped", reason="catch_up_latest", reason_detail=None)
         add_runs(conn, skip, [T(10, 40)], state="skipped", reason="catch_up_skip", reason_detail=None)
         for j in (deadline, forbid, latest, skip):
@@ -411,12 +427,19 @@ def test_each_reason_from_what_the_store_recorded(store):
             for t in missed(store, j, kw.get("since"), None, now=now)
         ]
 
-    assert reasons(deadline) == [("10:10", "starting_deadline", "skipped")]
-    assert missed(store, deadline, None, None, now=now)[0].reason_text == "past starting_deadline (5m)"
-    assert reasons(forbid) == [("10:20", "concurrency", "skipped")]
-    assert missed(store, forbid, None, None, now=now)[0].reason_text == (
-        'skipped by concurrency = "forbid": a run of the job was still active'
-    )
+    assert reasons(deadline) == [
+        ("10:10", "starting_deadline", "skipped"),
+        ("10:30", "starting_deadline", "skipped"),
+    ]
+    assert [t.reason_text for t in missed(store, deadline, None, None, now=now)] == [
+        "past starting_deadline (5m)",
+        LATE,
+    ]
+    assert reasons(forbid) == [("10:20", "concurrency", "skipped"), ("10:50", "concurrency", "skipped")]
+    assert [t.reason_text for t in missed(store, forbid, None, None, now=now)] == [
+        'skipped by concurrency = "forbid": a run of the job was still active',
+        BUSY,  # the scheduler's own sentence, not wrapped in ours
+    ]
     assert reasons(latest) == [("10:30", "catch_up_latest", "skipped")]
     assert reasons(skip) == [("10:40", "catch_up_skip", "skipped")]
     assert reasons(paused) == [(f"10:{m}0", "catch_up_skip", "skipped") for m in (1, 2, 3)]
@@ -510,6 +533,22 @@ def test_pause_set_in_the_database_holds_whatever_the_file_says(store):
     assert got[0].reason_code == "unexplained"
 
 
+def test_a_job_no_leader_has_seen_says_so(store):
+    fresh = job("fresh")
+    with store.begin() as conn:
+        seed_leader_all_day(conn)
+    st = job_status(store, fresh, now=T(10, 0))
+    assert (st.verdict_code, st.verdict) == (
+        Verdict.PENDING,
+        "not picked up yet: the leader (host-a:99) has not seen this job; is it in the job files the scheduler "
+        "reads? (SIGHUP reloads them)",
+    )
+    assert st.missed == []  # nobody knew of it: nothing is "missed" by default
+    asked = missed(store, fresh, T(9, 50), None, now=T(10, 0))
+    assert [(t.scheduled_for, t.reason_code) for t in asked] == [(T(9, 50), "not_defined")]
+    assert asked[0].reason_text.startswith("no scheduler has seen this job yet, though term 1 (host-a:99)")
+
+
 def test_failing_verdict_and_the_all_jobs_summary(store):
     bad = job("bad")
     good = job("good")
@@ -597,3 +636,28 @@ def test_two_replay_processes_racing_dispatch_each_tick_once(store, db_url, tmp_
         )
     assert len(ticks) == len(set(ticks)) >= 118  # ~120 minutes of ticks, each exactly once
     assert sum(replayed) == len(ticks)  # what the two processes say they queued adds up to the rows
+
+
+def test_a_long_replay_goes_in_batches_with_progress(store):
+    minutely = Job(
+        id="minutely",
+        schedule="* * * * *",
+        timezone="UTC",
+        catch_up=CatchUp.ALL,
+        max_catch_up=5,
+        command="true",
+    )
+    with store.begin() as conn:
+        add_state(conn, minutely, T(0, 0), T(0, 0))
+        add_term(conn, 1, "host-a:99", T(0, 0) - timedelta(hours=1), T(0, 0, 30), current=True)
+    progress: list[tuple[int, int]] = []
+    now = T(12, 1)  # 00:01 .. 11:59 were missed (12:00 is inside the grace)
+    with pytest.raises(ReplayRefused, match="719 missed ticks"):
+        replay(store, [minutely], 718, None, None, now=now)
+    result = replay(store, [minutely], 719, None, None, now=now, progress=lambda *p: progress.append(p))
+    assert result.dispatched == 719 and progress == [(500, 719), (719, 719)]
+    with store.begin() as conn:
+        got = conn.execute(
+            select(func.count(), func.min(job_runs.c.scheduled_for), func.max(job_runs.c.scheduled_for))
+        ).one()
+    assert tuple(got) == (719, T(0, 1), T(11, 59))

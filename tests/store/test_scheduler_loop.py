@@ -155,3 +155,35 @@ def test_a_bad_reload_keeps_the_old_jobs(store: Any, caplog: Any) -> None:
     ]
     assert _ticks(store, "j") == [("10:01", "queued", None)]
     s.resign()
+
+
+class _SlowClock(FakeClock):
+    """Every look at the monotonic clock costs 0.2 s: a pass that takes long enough to need renewals."""
+
+    def monotonic(self) -> float:
+        self.advance(0.2)
+        return super().monotonic()
+
+
+def test_a_long_pass_yields_to_renewal_and_keeps_the_lease(store: Any) -> None:
+    from schedctl import lease
+    from schedctl.observability import metrics
+
+    clock = _SlowClock(T0)
+    jobs = {
+        f"j{i:04d}": Job(f"j{i:04d}", "* * * * *", "UTC", CatchUp.SKIP, "true", concurrency=Concurrency.ALLOW)
+        for i in range(600)
+    }
+    settings = SchedulerSettings(identity="a", lease_duration=30, renew_interval=1, batch_size=50)
+    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+    s.turn()
+    clock.set(T0 + timedelta(seconds=60))
+    before = metrics.LEASE_RENEWALS._value.get()
+    s.turn()
+    assert metrics.LEASE_RENEWALS._value.get() - before >= 5  # renewed between the 12 batches
+    assert s.leading
+    with store.connect() as conn:
+        claimed = conn.execute(select(job_runs.c.job_id).where(job_runs.c.state == "queued")).scalars().all()
+    assert len(claimed) == 600
+    assert [t.term for t in lease.history(store)] == [1]
+    s.resign()

@@ -84,3 +84,34 @@ def test_the_shipped_examples_are_valid() -> None:
     assert {str(j.catch_up) for j in jobs.values()} == {"skip", "latest", "all"}
     assert len({j.timezone for j in jobs.values()}) >= 2
     assert any(j.schedule == "* * * * *" for j in jobs.values())
+
+
+DATA = Path(__file__).parents[1] / "data" / "config"
+
+
+def test_every_spelling_of_every_key_loads() -> None:
+    jobs = load_jobs(DATA / "every-key.toml", now=NOW)
+    assert list(jobs) == ["billing", "cache-warm", "reports.weekly", "tick"]
+    billing = jobs["billing"]
+    assert (
+        billing.description
+        == "Hourly billing roll-up.\nRuns every missed hour after downtime, up to a day's worth."
+    )
+    assert (billing.timeout, billing.retry_backoff, billing.grace_period, billing.jitter) == (
+        9000.0,
+        30.0,
+        0.5,
+        5.0,
+    )
+    assert billing.stdin == '{"mode": "hourly"}\n'
+    assert dict(billing.labels) == {"team": "billing", "region": "us-east-1"}
+    assert billing.tags == ("money", "hourly")
+    assert jobs["tick"].command == "date"
+    assert config.loads_jobs(config.dump_jobs(jobs), "again.toml", now=NOW) == jobs
+
+
+def test_a_file_full_of_mistakes_gives_exactly_the_expected_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(DATA)
+    with pytest.raises(ConfigError) as caught:
+        load_jobs("bad.toml", now=NOW)
+    assert [str(d) for d in caught.value.diagnostics] == (DATA / "bad.expected").read_text().splitlines()

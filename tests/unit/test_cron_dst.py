@@ -357,3 +357,12 @@ def test_dst_adjusted_fires_lists_moved_and_repeated_ticks() -> None:
         ("2026-03-08T03:00:00-04:00", True, None),
         ("2026-11-01T01:30:00-04:00", False, "first"),
     ]
+
+
+def test_dst_adjusted_fires_of_an_every_minute_job_over_a_year() -> None:
+    # Only the days around transitions are walked; the repeated hour gives 60 first and 60 second passes.
+    s = schedule_for("* * * * *", "America/New_York")
+    adjusted = dst_adjusted_fires(s, at("2026-01-01T00:00Z"), at("2027-01-01T00:00Z"))
+    assert [f.overlap for f in adjusted] == ["first"] * 60 + ["last"] * 60
+    assert adjusted[0].local.isoformat() == "2026-11-01T01:00:00-04:00"
+    assert adjusted[-1].local.isoformat() == "2026-11-01T01:59:00-05:00"

@@ -91,6 +91,10 @@ def test_a_leading_dash_that_silences_syslog_is_dropped() -> None:
     entry = only("-30 2 * * * root /usr/local/bin/backup-db\n", fmt=SYSTEM)
     assert (entry.schedule, entry.user, entry.command) == ("30 2 * * *", "root", "/usr/local/bin/backup-db")
     assert only("-@daily /bin/x\n").schedule == "@daily"
+    assert warnings("-@daily /bin/x\n") == [
+        "tab:1: warning: the '-' (no syslog line) is dropped; cronie accepts it only in root's crontab, so if "
+        "this was another user's crontab, cron never ran this line"
+    ]
 
 
 def test_reboot_is_reported_and_left_out() -> None:

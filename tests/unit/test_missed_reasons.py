@@ -131,8 +131,10 @@ def test_default_window():
     assert old.after == now - timedelta(days=7)
     marked = default_window(state(defined_at=T(9, 0, day=8), history_start=T(12, 0, day=8)), None, now)
     assert marked.after == T(12, 0, day=8) - timedelta(microseconds=1)  # the marked tick itself counts
-    unseen = default_window(None, T(10, 0, day=9), now)
-    assert unseen.after == T(10, 0, day=9) - timedelta(microseconds=1)
+    first_dispatch_only = default_window(None, T(10, 0, day=9), now)
+    assert first_dispatch_only.after == T(10, 0, day=9) - timedelta(microseconds=1)
+    never_seen = default_window(None, None, now)
+    assert never_seen.after == never_seen.until
 
 
 def test_a_user_window_never_crosses_the_history_mark_or_the_grace():

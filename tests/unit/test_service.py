@@ -1,0 +1,38 @@
+"""Start-up warnings of `schedctl serve` (issue 8: a job file others can write runs their commands)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from schedctl.job import CatchUp, Job
+from schedctl.service import warn_job_users, warn_writable_job_files
+
+
+def test_a_job_file_writable_by_others_is_warned_about_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    safe, open_ = folder / "a.toml", folder / "b.toml"
+    safe.write_text("")
+    open_.write_text("")
+    os.chmod(safe, 0o644)
+    os.chmod(open_, 0o666)
+    os.chmod(folder, 0o755)
+    with caplog.at_level(logging.WARNING, logger="schedctl.service"):
+        warn_writable_job_files(str(folder))
+    lines = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "job_file_writable"]
+    assert len(lines) == 1 and str(open_) in lines[0] and "chmod o-w" in lines[0]
+
+
+def test_jobs_naming_a_user_without_run_as_job_user_get_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
+    jobs = {
+        j: Job(j, "* * * * *", "UTC", CatchUp.SKIP, "true", user="backup" if j != "c" else None) for j in "abc"
+    }
+    with caplog.at_level(logging.INFO, logger="schedctl.service"):
+        warn_job_users(jobs, run_as_job_user=False)
+        warn_job_users(jobs, run_as_job_user=True)
+    lines = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "job_user_ignored"]
+    assert len(lines) == 1 and lines[0].startswith("2 job(s) name a user (a, b)")
