@@ -130,7 +130,7 @@ def _cpu_seconds(pid: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3000)
-    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--postgres-url", default=DEFAULT_PG)

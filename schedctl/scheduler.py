@@ -16,6 +16,7 @@ instants as any other.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import logging
 import threading
@@ -302,6 +303,9 @@ class Scheduler:
                 self.store, self._fence(), changes[start : start + self.settings.batch_size], now
             )
         self._plan = plan
+        # The job definitions and the plan live as long as this term: move them out of the cyclic GC's
+        # generations, or every collection during a 100,000-row pass rescans them (~20% of its CPU).
+        gc.freeze()
         self._catch_up(rejoin, now)
         self._flush()
 

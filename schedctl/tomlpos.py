@@ -11,6 +11,7 @@ values, so their contents never look like keys.
 from __future__ import annotations
 
 import bisect
+import re
 import tomllib
 from dataclasses import dataclass, field
 
@@ -54,7 +55,7 @@ class _Scanner:
         self.s = text
         self.n = len(text)
         self.i = 0
-        self.newlines = [pos for pos, ch in enumerate(text) if ch == "\n"]
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
         self.found = KeyLines()
         self.array_tables: dict[Path, int] = {}
         self.assigned: set[Path] = set()

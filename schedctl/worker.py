@@ -38,6 +38,7 @@ BACKOFF_MAX = 10.0
 LISTEN_RETRY = 5.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
+SWEEP_INTERVAL = 0.25  # seconds between checks of every child, events or not
 SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to share its transaction
 
 
@@ -69,6 +70,8 @@ class Worker:
         self._pending: list[_Pending] = []
         self._touched: set[str] = set()
         self._user_noted: set[str] = set()
+        self._check: set[tuple[Any, Any]] = set()  # runs whose child may have exited since the last turn
+        self._next_sweep = 0.0
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -173,7 +176,7 @@ class Worker:
         if self._active:
             times.append(self._next_beat)
             times.extend(t for a in self._active.values() if (t := a.execution.next_deadline()) is not None)
-            times.append(now + 0.5)  # a finished child whose leftover grandchildren hold its pipe
+            times.append(self._next_sweep)
         if self._pending:
             times.append(max(self._next_write, self._pending[0].since + SYNC_LINGER))
         if not self._draining and len(self._active) < self.settings.slots:
@@ -201,8 +204,9 @@ class Worker:
             self._forget_fd(fd)
         elif fd == active.execution.exit_fd:
             active.execution.close_exit_fd()
-        else:
-            active.execution.pump()
+            self._check.add(run_key)
+        elif not active.execution.pump():
+            self._check.add(run_key)
 
     def _forget_fd(self, fd: int) -> None:
         try:
@@ -287,6 +291,8 @@ class Worker:
         for fd in (execution.output_fd, execution.exit_fd):
             if fd is not None:
                 self._selector.register(fd, selectors.EVENT_READ, run.key)
+        if execution.exit_fd is None:
+            self._check.add(run.key)  # it could not start, or there is no pidfd: look at it next turn
         log.info("run started (pid %s)", execution.pid, extra={"event": "run_started", "pid": execution.pid, **extra})
 
     def _note_user(self, run: sql.ClaimedRun) -> None:
@@ -348,7 +354,17 @@ class Worker:
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _collect(self) -> None:
-        for key, active in list(self._active.items()):
+        """Take in the runs whose child exited. Only those with an exit or EOF event are checked, plus a sweep
+        of all of them every SWEEP_INTERVAL (no pidfd, a child that closed its output and lingers)."""
+        now = self.clock.monotonic()
+        if now >= self._next_sweep:
+            keys = list(self._active)
+            self._next_sweep = now + SWEEP_INTERVAL
+        else:
+            keys = [key for key in self._check if key in self._active]
+        self._check.clear()
+        for key in keys:
+            active = self._active[key]
             if not active.execution.done():
                 continue
             del self._active[key]
