@@ -62,9 +62,20 @@ class OutputTail:
                 del self._buf[: len(self._buf) - self.limit]
 
     def text(self) -> str:
+        """The tail as text for people: undecodable bytes and NUL (which PostgreSQL's text cannot hold) become
+        U+FFFD, and the result is trimmed again so that it still fits ``limit`` bytes of UTF-8."""
         with self._lock:
             data = bytes(self._buf[-self.limit :]) if self.limit else b""
-        return data.decode("utf-8", errors="replace")
+        return clean_text(data.decode("utf-8", errors="replace"), self.limit)
+
+
+def clean_text(text: str, limit: int | None = None) -> str:
+    text = text.replace("\x00", "\ufffd")
+    if limit is not None:
+        encoded = text.encode()
+        if len(encoded) > limit:
+            text = encoded[len(encoded) - limit :].decode("utf-8", errors="ignore")
+    return text
 
 
 def job_environment(

@@ -96,10 +96,11 @@ def serve(config: ServeConfig) -> int:
         len(jobs),
         extra={"event": "serve_starting"},
     )
+    # Probes first: while the database is unreachable the process is live but not ready, and says so.
+    _start_metrics(config, store)
     if not wait_for_schema(store, config.migrate, signals.stopping):
         store.dispose()
         return EXIT_OK
-    _start_metrics(config, store)
 
     threads: list[threading.Thread] = []
     scheduler = None

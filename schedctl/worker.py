@@ -113,6 +113,14 @@ class Worker:
             self.settings.labels or "none",
             extra={"event": "worker_started"},
         )
+        if self.settings.stale_after < 2 * self.settings.heartbeat_interval:
+            log.warning(
+                "--stale-after %gs is less than two heartbeat intervals (%gs): one slow heartbeat and another "
+                "worker takes a healthy run over",
+                self.settings.stale_after,
+                self.settings.heartbeat_interval,
+                extra={"event": "stale_window_short"},
+            )
         try:
             while self._turn(stopping, killing):
                 pass
@@ -208,6 +216,20 @@ class Worker:
         elif not active.execution.pump():
             self._check.add(run_key)
 
+    def _register(self, fd: int, data: Any) -> None:
+        """Watch ``fd``. Its number may still be mapped to a descriptor closed behind our back (libpq drops
+        a dead server's socket itself): that stale entry is removed first."""
+        try:
+            self._selector.register(fd, selectors.EVENT_READ, data)
+            return
+        except KeyError:
+            stale = self._selector.get_key(fd).data
+        self._forget_fd(fd)
+        if stale == "listen":
+            self._listener_fd = -1
+            self._drop_listener()
+        self._selector.register(fd, selectors.EVENT_READ, data)
+
     def _forget_fd(self, fd: int) -> None:
         try:
             self._selector.unregister(fd)
@@ -290,7 +312,7 @@ class Worker:
         self._active[run.key] = _Active(run, execution)
         for fd in (execution.output_fd, execution.exit_fd):
             if fd is not None:
-                self._selector.register(fd, selectors.EVENT_READ, run.key)
+                self._register(fd, run.key)
         if execution.exit_fd is None:
             self._check.add(run.key)  # it could not start, or there is no pidfd: look at it next turn
         log.info("run started (pid %s)", execution.pid, extra={"event": "run_started", "pid": execution.pid, **extra})
@@ -467,6 +489,9 @@ class Worker:
 
     # -- PostgreSQL LISTEN ---------------------------------------------------------------------------------
     def _ensure_listener(self, now: float) -> None:
+        if self._listener is not None and (self._listener.closed or self._listener.broken):
+            # libpq closes the socket itself when the server goes away; epoll then forgets it silently.
+            self._drop_listener()
         if self.store.dialect != "postgresql" or self._listener is not None or now < self._next_listen:
             return
         try:
@@ -479,10 +504,11 @@ class Worker:
             log.debug("LISTEN unavailable: %s", exc, extra={"event": "listen_failed"})
             self._next_listen = now + LISTEN_RETRY
             return
-        self._listener = conn
         # Remember the descriptor: once the server is gone psycopg raises instead of answering fileno().
-        self._listener_fd = conn.fileno()
-        self._selector.register(self._listener_fd, selectors.EVENT_READ, "listen")
+        fd = conn.fileno()
+        self._register(fd, "listen")
+        self._listener = conn
+        self._listener_fd = fd
 
     def _drain_notifies(self) -> None:
         try:

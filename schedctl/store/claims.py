@@ -247,28 +247,34 @@ def record(conn: Connection, outcome: Outcome) -> bool:
 
 
 def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
-    """Record a batch of outcomes: one locking read says which runs are still held at their attempt, then
-    one executemany per kind of outcome writes those. A run that is no longer held gets False, no write."""
+    """Record a batch of outcomes with one executemany per kind of outcome, each conditioned on the run
+    still being ``running`` at the claimed attempt. A run that is no longer held gets False and no write.
+
+    Usually every row matches and the summed rowcount says so. When it does not, one read tells which
+    were written: a row still at our attempt but no longer running can only be one we just wrote, since
+    a takeover bumps the attempt and nothing else moves a running run at the same attempt.
+    """
     if not outcomes:
         return []
+    groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    for outcome in outcomes:
+        groups.setdefault(_shape(outcome), []).append(_params(outcome))
+    matched = 0
+    for (kind, with_checkpoint), params in groups.items():
+        matched += conn.execute(_record_statement(kind, with_checkpoint), params).rowcount or 0
+    if matched == len(outcomes):
+        return [True] * len(outcomes)
     r = job_runs.c
     keys = [(o.job_id, o.scheduled_for, o.attempt) for o in outcomes]
-    held = {
+    ours = {
         (row.job_id, row.scheduled_for, row.attempt)
         for row in conn.execute(
-            select(r.job_id, r.scheduled_for, r.attempt)
-            .where(tuple_(r.job_id, r.scheduled_for, r.attempt).in_(keys), r.state == "running")
-            .with_for_update()
+            select(r.job_id, r.scheduled_for, r.attempt).where(
+                tuple_(r.job_id, r.scheduled_for, r.attempt).in_(keys), r.state != "running"
+            )
         )
     }
-    written = [key in held for key in keys]
-    groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
-    for outcome, ok in zip(outcomes, written, strict=True):
-        if ok:
-            groups.setdefault(_shape(outcome), []).append(_params(outcome))
-    for (kind, with_checkpoint), params in groups.items():
-        conn.execute(_record_statement(kind, with_checkpoint), params)
-    return written
+    return [key in ours for key in keys]
 
 
 def _shape(outcome: Outcome) -> tuple[str, bool]:
@@ -282,9 +288,15 @@ def _shape(outcome: Outcome) -> tuple[str, bool]:
 def _params(o: Outcome) -> dict[str, Any]:
     return {
         "b_job_id": o.job_id, "b_scheduled_for": o.scheduled_for, "b_attempt": o.attempt, "b_state": o.state,
-        "b_exit_status": o.exit_status, "b_output_tail": o.output_tail, "b_error": o.error, "b_reason": o.reason,
-        "b_checkpoint": o.checkpoint, "b_retry_after": float(o.retry_after or 0.0),
+        "b_exit_status": o.exit_status, "b_output_tail": _storable(o.output_tail), "b_error": _storable(o.error),
+        "b_reason": o.reason, "b_checkpoint": o.checkpoint, "b_retry_after": float(o.retry_after or 0.0),
     }
+
+
+def _storable(text: str | None) -> str | None:
+    """NUL as U+FFFD, like an undecodable byte: PostgreSQL's text refuses NUL, and one refused outcome would
+    fail the worker's whole batch on every retry, so the run would be taken over and re-run forever."""
+    return None if text is None else text.replace("\x00", "\ufffd")
 
 
 @functools.lru_cache(maxsize=16)

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, insert, or_, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
 from schedctl.store import Store
-from schedctl.store.dialect import insert_ignore_many
+from schedctl.store.dialect import in_list, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
 IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
@@ -219,7 +219,7 @@ def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
     for chunk in _chunks(list(job_ids)):
         query = (
             select(job_runs.c.job_id)
-            .where(job_runs.c.state.in_(_ACTIVE), job_runs.c.job_id.in_(chunk))
+            .where(job_runs.c.state.in_(_ACTIVE), in_list(conn, job_runs.c.job_id, chunk))
             .distinct()
         )
         busy.update(conn.execute(query).scalars())
@@ -237,7 +237,7 @@ def _cancel_replaced(conn: Connection, queued: Sequence[Tick], jobs: Mapping[str
             conn.execute(
                 update(job_runs)
                 .where(
-                    job_runs.c.job_id.in_(chunk),
+                    in_list(conn, job_runs.c.job_id, chunk),
                     job_runs.c.state.in_(_ACTIVE),
                     job_runs.c.scheduled_for < at,
                     job_runs.c.cancel_requested.is_(False),
@@ -291,17 +291,16 @@ def _advance(conn: Connection, ticks: Sequence[Tick], now: datetime) -> None:
     for tick in ticks:
         if tick.job_id not in newest or tick.scheduled_for > newest[tick.job_id]:
             newest[tick.job_id] = tick.scheduled_for
-    stmt = (
-        update(job_state)
-        .where(
-            job_state.c.job_id.in_(bindparam("ids", expanding=True)),
-            or_(job_state.c.last_dispatched.is_(None), job_state.c.last_dispatched < bindparam("at")),
-        )
-        .values(last_dispatched=bindparam("at"), updated_at=now)
-    )
     for at, ids in _by_value(newest).items():
         for chunk in _chunks(ids):
-            conn.execute(stmt, {"ids": chunk, "at": at})
+            conn.execute(
+                update(job_state)
+                .where(
+                    in_list(conn, job_state.c.job_id, chunk),
+                    or_(job_state.c.last_dispatched.is_(None), job_state.c.last_dispatched < at),
+                )
+                .values(last_dispatched=at, updated_at=now)
+            )
 
 
 def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> None:

@@ -224,3 +224,19 @@ def test_prune_keeps_the_limits_and_moves_history_start_past_every_pruned_tick(s
     assert events == ["pruned"]
     with store.begin() as conn:
         assert claims.prune(conn, ["p"], keep_succeeded=3, keep_failed=2) == {}
+
+
+def test_a_batch_of_outcomes_writes_only_the_runs_still_held(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job(), ticks(3))
+    mine = claim(store, identity="w1")
+    with store.begin() as conn:
+        conn.execute(update(job_runs).where(job_runs.c.scheduled_for == ticks(3)[1]).values(heartbeat_at=now_plus(-9)))
+    (theirs,) = claim(store, identity="w2", stale_after=5)
+    outcomes = [claims.Outcome(c.job_id, c.scheduled_for, c.attempt, "succeeded", exit_status=0) for c in mine]
+    outcomes[2] = claims.Outcome("j", ticks(3)[2], mine[2].attempt, "queued", retry_after=5, exit_status=1)
+    with store.begin() as conn:
+        assert claims.record_many(conn, outcomes) == [True, False, True]
+    got = [(r["state"], r["worker"], r["attempt"]) for r in rows(store)]
+    assert got == [("succeeded", "w1", 1), ("running", "w2", 2), ("queued", None, 1)]
+    assert theirs.scheduled_for == ticks(3)[1]

@@ -35,7 +35,7 @@ def run(tmp_path: Path, command, checkpoint=None, tail_bytes=8192, **kw) -> Exec
 
 
 def env_of(execution: Execution) -> dict[str, str]:
-    lines = execution.tail.text().split("\0")
+    lines = execution.tail.text().splitlines()
     return dict(line.split("=", 1) for line in lines if "=" in line)
 
 
@@ -43,7 +43,7 @@ def test_the_job_gets_crons_environment_not_the_workers(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHEDCTL_DATABASE_URL", "postgresql://u:secret@db/prod")
     monkeypatch.setenv("AWS_PROFILE", "reports")
     monkeypatch.setenv("SHELL", "/bin/zsh-not-cron")
-    execution = run(tmp_path, ["env", "-0"], pass_env=["AWS_PROFILE", "NOT_SET_ANYWHERE"],
+    execution = run(tmp_path, ["env"], pass_env=["AWS_PROFILE", "NOT_SET_ANYWHERE"],
                     env={"PATH": "/opt/bin:/usr/bin:/bin", "MAILTO": "ops@example.com"})
     env = env_of(execution)
     assert execution.returncode == 0

@@ -12,7 +12,9 @@ from schedctl.job import CatchUp, Job
 from schedctl.service import warn_job_users, warn_writable_job_files
 
 
-def test_a_job_file_writable_by_others_is_warned_about_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_job_file_writable_by_others_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     folder = tmp_path / "jobs"
     folder.mkdir()
     safe, open_ = folder / "a.toml", folder / "b.toml"
@@ -27,9 +29,12 @@ def test_a_job_file_writable_by_others_is_warned_about_once(tmp_path: Path, capl
     assert len(lines) == 1 and str(open_) in lines[0] and "chmod o-w" in lines[0]
 
 
-def test_jobs_naming_a_user_without_run_as_job_user_get_one_info_line(caplog: pytest.LogCaptureFixture) -> None:
+def test_jobs_naming_a_user_without_run_as_job_user_get_one_info_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     jobs = {
-        j: Job(j, "* * * * *", "UTC", CatchUp.SKIP, "true", user="backup" if j != "c" else None) for j in "abc"
+        j: Job(j, "* * * * *", "UTC", CatchUp.SKIP, "true", user="backup" if j != "c" else None)
+        for j in "abc"
     }
     with caplog.at_level(logging.INFO, logger="schedctl.service"):
         warn_job_users(jobs, run_as_job_user=False)
