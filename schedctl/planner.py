@@ -12,11 +12,12 @@ Vocabulary:
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import islice
-from typing import Protocol
+from typing import Any, Protocol
 
 from schedctl.job import CatchUp, Job, RunState, SkipReason
 
@@ -234,3 +235,45 @@ def _refuse(job: Job, win: Window, bound: int, count_text: str) -> list[Tick]:
     detail = _refusal(job, bound, count_text)
     every = [*win.missed, *win.late][-MAX_SKIPPED_ROWS:]
     return [skipped(job, t, SkipReason.CATCH_UP_REFUSED, detail) for t in every]
+
+
+# -- the leader's plan: which schedule fires next ----------------------------------------------------------
+
+
+@dataclass
+class Group:
+    """Jobs sharing one schedule: one next-fire computation for all of them."""
+
+    key: str
+    schedule: Any
+    job_ids: list[str] = field(default_factory=list)
+    next_fire: datetime | None = None
+
+
+class Plan:
+    """What a leader knows between passes: groups in a heap by next fire, and the jobs held back."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, Group] = {}
+        self.heap: list[tuple[datetime, str]] = []
+        self.held: set[str] = set()  # paused (file or `schedctl pause`) or refused: skipped by group dispatch
+        self.db_held: set[str] = set()
+
+    def push(self, group: Group) -> None:
+        if group.next_fire is not None:
+            heapq.heappush(self.heap, (group.next_fire, group.key))
+
+    def next_fire(self) -> datetime | None:
+        return self.heap[0][0] if self.heap else None
+
+
+def group_for(plan: Plan, job: Job, now: datetime) -> Group:
+    """The job's group, created with its first fire after ``now``; ``schedule_for`` shares the Schedule."""
+    group = plan.groups.get(job.schedule_key)
+    if group is None:
+        from schedctl.cron import schedule_for
+
+        schedule = schedule_for(job.schedule, job.timezone, job.dst)
+        group = Group(job.schedule_key, schedule, next_fire=schedule.next_after(now))
+        plan.groups[job.schedule_key] = group
+    return group

@@ -22,7 +22,6 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,6 +30,7 @@ from schedctl.clock import Clock
 from schedctl.errors import ConfigError, NotLeader, StoreError
 from schedctl.job import Job
 from schedctl.observability import health, metrics
+from schedctl.planner import Plan, group_for
 from schedctl.settings import SchedulerSettings
 from schedctl.store import Store
 from schedctl.store import dispatch as sql
@@ -39,33 +39,6 @@ from schedctl.store.dispatch import Fence, JobState, StateChange
 log = logging.getLogger("schedctl.scheduler")
 
 BACKOFF_MIN = 0.5
-
-
-@dataclass
-class _Group:
-    """Jobs sharing one schedule: one next-fire computation for all of them."""
-
-    key: str
-    schedule: Any
-    job_ids: list[str] = field(default_factory=list)
-    next_fire: datetime | None = None
-
-
-class _Plan:
-    """What a leader knows between passes: groups in a heap by next fire, and the jobs held back."""
-
-    def __init__(self) -> None:
-        self.groups: dict[str, _Group] = {}
-        self.heap: list[tuple[datetime, str]] = []
-        self.held: set[str] = set()  # paused (file or `schedctl pause`) or refused: skipped by group dispatch
-        self.db_held: set[str] = set()
-
-    def push(self, group: _Group) -> None:
-        if group.next_fire is not None:
-            heapq.heappush(self.heap, (group.next_fire, group.key))
-
-    def next_fire(self) -> datetime | None:
-        return self.heap[0][0] if self.heap else None
 
 
 class Scheduler:
@@ -88,7 +61,7 @@ class Scheduler:
         self._reload = False
         self._stopping = threading.Event()
         self._term: int | None = None  # the term we lead in; None while not leading
-        self._plan: _Plan | None = None  # None: rebuild from job_state before dispatching again
+        self._plan: Plan | None = None  # None: rebuild from job_state before dispatching again
         self._renewed_at = float("-inf")  # monotonic time at which the last successful renewal STARTED
         self._next_renew = 0.0
         self._anchor: tuple[datetime, float] | None = None  # (database now, monotonic) at the last renewal
@@ -277,11 +250,11 @@ class Scheduler:
         jobs = self._jobs or {}
         now = self.now()
         states = sql.load_states(self.store)
-        plan = _Plan()
+        plan = Plan()
         changes: list[StateChange] = []
         rejoin: list[tuple[Job, JobState]] = []
         for job in jobs.values():
-            group = _group_for(plan, job, now)
+            group = group_for(plan, job, now)
             group.job_ids.append(job.id)
             state = states.get(job.id)
             change = _change_for(job, state)
@@ -435,17 +408,6 @@ class Scheduler:
         self._plan = None  # rebuilt from job_state, which every committed dispatch kept current
         self._buffer.clear()
         log.info("reloaded %d jobs", len(jobs), extra={"event": "reloaded"})
-
-
-def _group_for(plan: _Plan, job: Job, now: datetime) -> _Group:
-    group = plan.groups.get(job.schedule_key)
-    if group is None:
-        from schedctl.cron import schedule_for
-
-        schedule = schedule_for(job.schedule, job.timezone, job.dst)
-        group = _Group(job.schedule_key, schedule, next_fire=schedule.next_after(now))
-        plan.groups[job.schedule_key] = group
-    return group
 
 
 def _change_for(job: Job, state: JobState | None) -> StateChange | None:

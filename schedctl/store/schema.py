@@ -83,6 +83,8 @@ job_runs = Table(
     Column("exclusive", Integer, nullable=True),
     UniqueConstraint("job_id", "exclusive", name="uq_job_runs_exclusive"),
     Index("ix_job_runs_state_not_before", "state", "not_before"),
+    # Claims take queued runs oldest first: without this, every claim sorts the whole queue (10k-due bursts).
+    Index("ix_job_runs_state_scheduled", "state", "scheduled_for"),
     Index("ix_job_runs_state_heartbeat", "state", "heartbeat_at"),
 )
 

@@ -85,6 +85,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("job_id", "exclusive", name="uq_job_runs_exclusive"),
     )
     op.create_index("ix_job_runs_state_not_before", "job_runs", ["state", "not_before"])
+    op.create_index("ix_job_runs_state_scheduled", "job_runs", ["state", "scheduled_for"])
     op.create_index("ix_job_runs_state_heartbeat", "job_runs", ["state", "heartbeat_at"])
     op.create_table(
         "job_state",
