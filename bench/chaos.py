@@ -378,7 +378,9 @@ def read_logs(logs: list[Path]) -> LogFacts:
         identity = log.name.removesuffix(".log")
         text = log.read_text(errors="replace")
         if "Traceback (most recent call last)" in text:
-            facts.tracebacks.append(log.name)
+            lines = text[text.index("Traceback (most recent call last)"):].splitlines()
+            shown = next((lines[:i] for i, ln in enumerate(lines) if ln.startswith("{")), lines)[-12:]
+            facts.tracebacks.append(log.name + ":\n      " + "\n      ".join(shown))
         for line in text.splitlines():
             try:
                 rec = json.loads(line)
@@ -725,7 +727,9 @@ def main() -> int:
                 pg.pg_ctl("stop")
             except Exception as exc:  # a stop failure must not hide the report
                 print(f"chaos: stopping the private PostgreSQL failed: {exc}", file=sys.stderr)
-        if not args.keep:
+        if args.keep or report.violations:
+            print(f"chaos: logs, ledger and jobs kept in {root}", flush=True)
+        else:
             shutil.rmtree(root, ignore_errors=True)
     elapsed = time.monotonic() - began
     print(f"\nelapsed: {elapsed:.0f}s (limit {args.duration + OVERRUN:.0f}s)")

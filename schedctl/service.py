@@ -3,7 +3,8 @@
 Signals (installed in the main thread; the loops run in their own threads):
 - SIGTERM / SIGINT: ``stopping`` — the scheduler finishes its pass, releases the lease and returns; the worker
   hands its runs back. The process exits 0.
-- a second SIGTERM / SIGINT: ``killing`` — the worker stops its children now; the process exits 130.
+- a second SIGTERM / SIGINT: ``killing`` — the worker kills its children now and hands their runs back; the
+  process exits 0 once the loops are done (130 only when a loop is still stuck after the join timeout).
 - SIGHUP: re-read the job files; a file that does not load keeps the old jobs and logs one error line.
 """
 
@@ -155,7 +156,8 @@ def _supervise(threads: list[threading.Thread], signals: _Signals, scheduler: An
             log.warning("second signal: stopping now", extra={"event": "killing"})
             for t in threads:
                 t.join(timeout=5.0 if t.name == "schedctl-worker" else 1.0)
-            return EXIT_INTERRUPTED
+            # A deploy's second SIGTERM is not a failure when the work was handed back (issue: "Exit 0").
+            return EXIT_INTERRUPTED if any(t.is_alive() for t in threads) else EXIT_OK
         if not signals.stopping.is_set() and not all(t.is_alive() for t in threads):
             # A loop ended on its own: that is a bug or a crash; stop the rest so a supervisor restarts us.
             signals.stopping.set()
