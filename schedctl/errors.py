@@ -83,6 +83,10 @@ class StoreUnavailable(StoreError):
     """The database is unreachable."""
 
 
+class StoreConflict(StoreError):
+    """The database aborted the transaction to break a deadlock or a serialisation conflict; retrying is safe."""
+
+
 class SchemaMismatch(StoreError):
     """The database schema is not the one this schedctl understands; run `schedctl db upgrade`."""
 

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.errors import NotLeader, UsageError
+from schedctl.errors import NotLeader, StoreConflict, UsageError
 from schedctl.store import Store
 from schedctl.store.dialect import db_now, insert_ignore, now_plus
 from schedctl.store.schema import lease_terms, scheduler_lease
@@ -108,6 +108,21 @@ def acquire_or_renew(store: Store, name: str, identity: str, duration: float) ->
     ``duration`` is in seconds, counted from the database's now.
     """
     _check_names(name, identity)
+    for attempt in range(CONFLICT_RETRIES):
+        try:
+            return _acquire_or_renew(store, name, identity, duration)
+        except StoreConflict:
+            # MySQL may pick a renewal as the deadlock victim against a standby's attempt on the same row;
+            # losing a renewal to that would cost a leader its lease for nothing.
+            if attempt == CONFLICT_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+CONFLICT_RETRIES = 3
+
+
+def _acquire_or_renew(store: Store, name: str, identity: str, duration: float) -> LeaseResult:
     with store.begin() as conn:
         won = _take(conn, name, identity, duration)
         row = conn.execute(_lease_query(name, full=True)).one_or_none()

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, event, make_url
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
 
-from schedctl.errors import StoreError, StoreUnavailable
+from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 
 DEFAULT_URL = "sqlite:///schedctl.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -97,6 +97,8 @@ def translate_error(exc: Exception, url: URL) -> StoreError:
     target = describe_target(url)
     if isinstance(exc, DBAPIError) and exc.connection_invalidated or _is_connect_error(exc):
         return StoreUnavailable(f"cannot reach {target}: {_first_line(exc)}")
+    if _is_conflict(exc):
+        return StoreConflict(f"transaction aborted by {target}: {_first_line(exc)}")
     return StoreError(f"database error on {target}: {_first_line(exc)}")
 
 
@@ -121,6 +123,13 @@ def _is_connect_error(exc: Exception) -> bool:
             "connection failed",
         )
     )
+
+
+def _is_conflict(exc: Exception) -> bool:
+    # MySQL 1213 "Deadlock found", 1205 lock wait timeout; PostgreSQL 40P01 deadlock, 40001 serialization.
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlstate", None) or (getattr(orig, "args", None) or [None])[0]
+    return code in (1213, 1205, "40P01", "40001") or "deadlock" in str(orig or exc).lower()
 
 
 def _first_line(exc: Exception) -> str:
