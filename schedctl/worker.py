@@ -25,6 +25,7 @@ from typing import Any
 from schedctl.clock import Clock
 from schedctl.errors import StoreError
 from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
+from schedctl.hooks import Hooks
 from schedctl.observability import health, metrics
 from schedctl.settings import WorkerSettings
 from schedctl.store import Store
@@ -39,6 +40,7 @@ LISTEN_RETRY = 5.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
 SWEEP_INTERVAL = 0.25  # seconds between checks of every child, events or not
+HOOK_SHUTDOWN_WAIT = 10.0  # seconds a stopping worker lets hooks (failure mail) finish before killing them
 SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to share its transaction
 
 
@@ -58,6 +60,7 @@ class _Pending:
     outcome: sql.Outcome
     duration: float
     since: float = 0.0  # monotonic time it was collected
+    snapshot: dict[str, Any] | None = None  # for the on_failure / on_success hook once it is recorded
 
 
 class Worker:
@@ -92,6 +95,7 @@ class Worker:
         self._drained_at: float | None = None
         self._killed = False
         self._serial = 0
+        self._hooks = Hooks(settings.run_as_job_user)
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
         os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
 
@@ -139,6 +143,7 @@ class Worker:
         for active in self._active.values():
             active.execution.enforce()
         self._collect()
+        self._hooks.reap()
         ready = self._batch_ready(now)
         write = ready and bool(self._pending) and now >= self._next_write
         claim = ready and not self._draining and self._should_claim(now)
@@ -392,7 +397,9 @@ class Worker:
             del self._active[key]
             execution = active.execution
             if not active.lost:
-                self._pending.append(_Pending(self._outcome(active), execution.duration(), self.clock.monotonic()))
+                self._pending.append(
+                    _Pending(self._outcome(active), execution.duration(), self.clock.monotonic(), execution.snapshot)
+                )
             execution.cleanup()
         metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
         if self._more_waiting and len(self._active) < self.settings.slots:
@@ -450,6 +457,12 @@ class Worker:
         metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
         if o.state == "succeeded":
             metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
+        if pending.snapshot is not None:
+            # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
+            self._hooks.fire(
+                pending.snapshot, RunIdentity(o.job_id, o.scheduled_for, o.attempt), o.state, o.exit_status,
+                o.output_tail,
+            )
 
     # -- shutdown ------------------------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -553,6 +566,7 @@ class Worker:
             log.info("database reachable again", extra={"event": "store_available"})
 
     def _close(self) -> None:
+        self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
         self._drop_listener()
         self._selector.close()
         for fd in (self._wake_r, self._wake_w):
