@@ -70,6 +70,7 @@ class Scheduler:
         self._buffer: list[planner.Tick] = []
         self._refusals: dict[str, str] = {}
         self.passes = 0
+        self.on_queued: Callable[[], None] = lambda: None  # `--role all`: nudge this process's worker
 
     # -- public ------------------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -171,8 +172,9 @@ class Scheduler:
             log.info("database reachable again", extra={"event": "db_available"})
         self._next_renew = started + s.renew_interval
         if not result.held:
-            metrics.LEASE_RENEWAL_FAILURES.inc()
             if self._term is not None:
+                # A standby finding the lease taken is normal; only a holder losing it is a failure to alert on.
+                metrics.LEASE_RENEWAL_FAILURES.inc()
                 self._lost(f"held by {result.holder} in term {result.term}")
             return False
         metrics.LEASE_RENEWALS.inc()
@@ -351,6 +353,8 @@ class Scheduler:
                 del self._refusals[job_id]
         assert self._jobs is not None
         result = sql.dispatch(self.store, self._fence(), batch, self._jobs, self.now(), refusals)
+        if result.queued:
+            self.on_queued()
         _count(result, refusals)
 
     def _yield_to_renewal(self) -> bool:

@@ -98,7 +98,7 @@ def serve(config: ServeConfig) -> int:
         extra={"event": "serve_starting"},
     )
     # Probes first: while the database is unreachable the process is live but not ready, and says so.
-    _start_metrics(config, store)
+    _start_metrics(config, store, signals.stopping)
     if not wait_for_schema(store, config.migrate, signals.stopping):
         store.dispose()
         return EXIT_OK
@@ -116,6 +116,8 @@ def serve(config: ServeConfig) -> int:
         from schedctl.worker import Worker
 
         worker = Worker(store, config.worker, clock)
+        if scheduler is not None:
+            scheduler.on_queued = worker.nudge  # committed: the worker sees the rows when it claims
         threads.append(_thread("worker", lambda: worker.run(signals.stopping, signals.killing)))
     for thread in threads:
         thread.start()
@@ -261,16 +263,19 @@ def _current_user() -> str:
         return str(os.getuid())
 
 
-def _start_metrics(config: ServeConfig, store: Any) -> None:
+def _start_metrics(config: ServeConfig, store: Any, stopping: threading.Event) -> None:
     if config.metrics_port is None:
         return
     from schedctl.observability import http
+    from schedctl.observability.queue import start_sampler
 
-    http.start(config.metrics_host, config.metrics_port, store)
+    server = http.start(config.metrics_host, config.metrics_port, store)
+    # Queue depth and last success come from the database, so every replica reports them, leader or not.
+    start_sampler(store, stopping)
     log.info(
         "metrics on http://%s:%d/metrics",
         config.metrics_host,
-        config.metrics_port,
+        server.port,
         extra={"event": "metrics_listening"},
     )
 

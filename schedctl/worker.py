@@ -84,6 +84,7 @@ class Worker:
         self._listener_fd = -1
         self._next_listen = 0.0
         self._claim_now = True
+        self._nudged = threading.Event()  # set from the scheduler thread of a `--role all` process
         self._more_waiting = False
         self._next_claim = 0.0
         self._next_beat = 0.0
@@ -105,6 +106,15 @@ class Worker:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
             pass
+
+    def nudge(self) -> None:
+        """Claim on the next turn, not at the next poll: this process's scheduler just queued runs.
+
+        Without it a `--role all` process on SQLite/MySQL (no NOTIFY) starts each run up to a poll
+        interval late.
+        """
+        self._nudged.set()
+        self.wake()
 
     def run(self, stopping: threading.Event, killing: threading.Event) -> None:
         """Work until ``stopping``; then hand back what still runs and return. ``killing`` stops children now."""
@@ -246,6 +256,9 @@ class Worker:
         if len(self._active) >= self.settings.slots:
             return False
         self._ensure_listener(now)
+        if self._nudged.is_set():
+            self._nudged.clear()  # before the claim: a nudge arriving during it triggers another
+            return True
         return self._claim_now or now >= self._next_claim
 
     def _sync(self, write: bool, claim: bool) -> None:

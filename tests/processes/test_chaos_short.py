@@ -3,14 +3,18 @@
 The long run (`python bench/chaos.py --duration 180 --seed N`) is documented in docs/guarantees.md; this one
 runs on every CI build with a fixed seed, so a failure replays with the same command. PostgreSQL is a private
 server the harness starts (initdb as the `postgres` user when run as root) so it can restart the database;
-SQLite runs on a private file, without the database-restart fault.
+SQLite runs on a private file and MariaDB/MySQL on a private database of $SCHEDCTL_TEST_MYSQL_URL's server,
+both without the database-restart fault.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,4 +52,30 @@ def test_chaos_on_a_private_postgresql_keeps_every_guarantee() -> None:
 def test_chaos_on_sqlite_keeps_every_guarantee(tmp_path: Path) -> None:
     output = run_harness("--duration", "35", "--seed", "7", "--db", f"sqlite:///{tmp_path / 'chaos.db'}",
                          timeout=120)
+    assert "faults injected:" in output and "db_restart" not in output
+
+
+@pytest.fixture
+def private_mysql_url() -> Iterator[str]:
+    base = os.environ.get("SCHEDCTL_TEST_MYSQL_URL")
+    if not base:
+        pytest.skip("SCHEDCTL_TEST_MYSQL_URL is not set")
+    from sqlalchemy import create_engine, make_url, text
+
+    from schedctl.store import parse_url
+
+    name = f"chaos_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(parse_url(base), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+        yield make_url(base).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
+
+
+def test_chaos_on_mysql_keeps_every_guarantee(private_mysql_url: str) -> None:
+    output = run_harness("--duration", "35", "--seed", "8", "--db", private_mysql_url, timeout=120)
     assert "faults injected:" in output and "db_restart" not in output

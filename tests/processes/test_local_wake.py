@@ -1,0 +1,66 @@
+"""`schedctl serve --role all`: the scheduler wakes its own worker after each dispatch, so on SQLite (no NOTIFY)
+a run starts within milliseconds of its tick instead of at the worker's next poll.
+
+The poll interval is 30 s: without the wake-up only the first claim (at start) would happen within the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from schedctl.store import open_store
+from schedctl.store.migrate import upgrade
+from schedctl.store.schema import job_runs
+
+pytestmark = [pytest.mark.processes]
+
+JOBS = """\
+[jobs.tick]
+schedule = "* * * * * *"
+timezone = "UTC"
+catch_up = "skip"
+concurrency = "allow"
+command = "true"
+"""
+
+SLACK = 1.0  # seconds: process scheduling on a shared 2-core machine; a poll would be 30 s
+
+
+def test_role_all_starts_runs_at_their_tick_not_at_the_next_poll(sqlite_url: str, tmp_path: Path) -> None:
+    store = open_store(sqlite_url)
+    upgrade(store)
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(JOBS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    args = [
+        sys.executable, "-m", "schedctl", "serve", "--role", "all", "--db", sqlite_url, "--jobs", str(jobs),
+        "--poll-interval", "30s", "--successful-history", "100",
+    ]  # fmt: skip
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        started: list[tuple[object, float]] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(started) < 4:
+            time.sleep(0.2)
+            with store.engine.connect() as conn:
+                rows = conn.execute(
+                    select(job_runs.c.scheduled_for, job_runs.c.started_at).where(job_runs.c.started_at.is_not(None))
+                ).all()
+            started = [(r.scheduled_for, (r.started_at - r.scheduled_for).total_seconds()) for r in rows]
+        assert len(started) >= 4, (tmp_path / "serve.log").read_text()
+        late = [(at, lag) for at, lag in started if lag > SLACK]
+        assert not late, late
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+        log.close()
+        store.dispose()
