@@ -37,8 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from steady_lag import DEFAULT_PG, SCHEDCTL, Private, migrate, reachable  # noqa: E402
 
-JOBS = '[jobs.every-second]\nschedule = "* * * * * *"\ntimezone = "UTC"\ncatch_up = "all"\n' \
-       'max_catch_up = 1000\nconcurrency = "allow"\ncommand = "true"\n'
+JOBS = (
+    '[jobs.every-second]\nschedule = "* * * * * *"\ntimezone = "UTC"\ncatch_up = "all"\n'
+    'max_catch_up = 1000\nconcurrency = "allow"\ncommand = "true"\n'
+)
 
 
 class Cluster:
@@ -113,8 +115,12 @@ def wait_for(what: Any, timeout: float, step: float = 0.02) -> Any:
     return None
 
 
-def one_rep(cluster: Cluster, probe: Probe, sig: signal.Signals, lease: float, renew: float) -> dict[str, Any]:
-    found = wait_for(lambda: (lead := probe.leader()) and lead[0] in cluster.procs and lead, lease + 3 * renew + 10)
+def one_rep(
+    cluster: Cluster, probe: Probe, sig: signal.Signals, lease: float, renew: float
+) -> dict[str, Any]:
+    found = wait_for(
+        lambda: (lead := probe.leader()) and lead[0] in cluster.procs and lead, lease + 3 * renew + 10
+    )
     if not found:
         tail = (cluster.tmp / "failover.log").read_text().splitlines()[-5:]
         raise RuntimeError("no leader among the benchmark's processes; log:\n" + "\n".join(tail))
@@ -143,7 +149,9 @@ def one_rep(cluster: Cluster, probe: Probe, sig: signal.Signals, lease: float, r
     return {"seconds": queued_at.timestamp() - sent, "status": status, "seen": seen - sent, "term": new_term}
 
 
-def series(cluster: Cluster, probe: Probe, sig: signal.Signals, reps: int, lease: float, renew: float) -> list[dict[str, Any]]:
+def series(
+    cluster: Cluster, probe: Probe, sig: signal.Signals, reps: int, lease: float, renew: float
+) -> list[dict[str, Any]]:
     out = []
     for i in range(reps):
         rep = one_rep(cluster, probe, sig, lease, renew)
@@ -175,7 +183,10 @@ def run_settings(url: str, tmp: Path, lease: str, renew: str, reps: int, count: 
         jobs.write_text(JOBS)
         probe = Probe(private.url)
         cluster = Cluster(private.url, jobs, tmp, lease, renew, count)
-        print(f"\n{private.backend}: {count} schedulers, lease {lease}, renew {renew}, {reps} reps per signal", flush=True)
+        print(
+            f"\n{private.backend}: {count} schedulers, lease {lease}, renew {renew}, {reps} reps per signal",
+            flush=True,
+        )
         try:
             kills = series(cluster, probe, signal.SIGKILL, reps, lease_s, renew_s)
             terms = series(cluster, probe, signal.SIGTERM, reps, lease_s, renew_s)
@@ -193,7 +204,9 @@ def run_settings(url: str, tmp: Path, lease: str, renew: str, reps: int, count: 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--db", default=DEFAULT_PG, help="database URL, or 'sqlite'")
     parser.add_argument("--reps", type=int, default=10)
     parser.add_argument("--lease", default="3s", help="lease duration for the --reps repetitions")
@@ -205,7 +218,9 @@ def main() -> int:
     if why is not None:
         print(f"{args.db}: not reachable: {why}")
         return 1
-    print(f"failover, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    print(
+        f"failover, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    )
     ok = True
     with tempfile.TemporaryDirectory(prefix="schedctl-failover-") as tmp:
         if args.reps:

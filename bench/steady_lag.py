@@ -234,13 +234,13 @@ def read_rows(url: str, since: float, until: float) -> list[tuple[str, datetime,
 
     store = open_store(url)
     lo, hi = datetime.fromtimestamp(since, UTC), datetime.fromtimestamp(until, UTC)
-    query = select(job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.queued_at, job_runs.c.started_at).where(
-        job_runs.c.scheduled_for >= lo, job_runs.c.scheduled_for < hi, job_runs.c.manual.is_(False)
-    )
+    query = select(
+        job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.queued_at, job_runs.c.started_at
+    ).where(job_runs.c.scheduled_for >= lo, job_runs.c.scheduled_for < hi, job_runs.c.manual.is_(False))
     with store.engine.connect() as conn:
         rows = [tuple(r) for r in conn.execute(query)]
     store.dispose()
-    return rows  # type: ignore[return-value]
+    return rows
 
 
 def expected_ticks(count: int, since: float, until: float) -> int:
@@ -304,7 +304,9 @@ def steady(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def idle(url: str, tmp: Path, seconds: float) -> dict[str, Any]:
     """A leader with one hourly job and nothing due: how often each thread wakes, and the CPU it costs."""
     jobs = tmp / f"idle-{uuid.uuid4().hex[:6]}.toml"
-    jobs.write_text('[jobs.hourly]\nschedule = "0 0 * * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "true"\n')
+    jobs.write_text(
+        '[jobs.hourly]\nschedule = "0 0 * * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "true"\n'
+    )
     proc = serve(url, jobs, "scheduler", tmp / "idle.log")
     try:
         time.sleep(WARMUP)  # imports, lease acquisition, first pass
@@ -316,7 +318,12 @@ def idle(url: str, tmp: Path, seconds: float) -> dict[str, Any]:
     span = t1 - t0
     main_rate = (sw1.get(proc.pid, 0) - sw0.get(proc.pid, 0)) / span
     rates = sorted(((sw1[t] - sw0.get(t, 0)) / span for t in sw1 if t != proc.pid), reverse=True)
-    return {"seconds": span, "cpu_pct": 100 * (cpu1 - cpu0) / span, "main_wakeups": main_rate, "wakeups_per_s": rates}
+    return {
+        "seconds": span,
+        "cpu_pct": 100 * (cpu1 - cpu0) / span,
+        "main_wakeups": main_rate,
+        "wakeups_per_s": rates,
+    }
 
 
 # -- main ------------------------------------------------------------------------------------------------------
@@ -328,38 +335,57 @@ def report(url: str, out: dict[str, Any], args: argparse.Namespace) -> bool:
     p99 = pct(out["start_ms"], 0.99)
     missing = out["expected"] - out["started"]
     ok = p99 <= goal and missing == 0 and out["alive"]
-    print(f"\n{out['backend']} ({safe_url(url) if url != 'sqlite' else 'temporary file'}), roles {out['roles']}, "
-          f"{args.jobs} jobs ({args.jobs} ticks a minute), {args.minutes} min measured, slots {args.slots}, "
-          f"poll {args.poll_interval}; job command: {out['probe']}")
-    print(f"  ticks due {out['expected']}, rows {out['rows']}, process starts {out['started']}, "
-          f"never started {missing}, processes alive at the end: {out['alive']}")
-    print(summary("start", out["start_ms"]) + f"   goal p99 <= {goal:.0f} ms: {'OK' if p99 <= goal else 'MISSED'}")
+    print(
+        f"\n{out['backend']} ({safe_url(url) if url != 'sqlite' else 'temporary file'}), roles {out['roles']}, "
+        f"{args.jobs} jobs ({args.jobs} ticks a minute), {args.minutes} min measured, slots {args.slots}, "
+        f"poll {args.poll_interval}; job command: {out['probe']}"
+    )
+    print(
+        f"  ticks due {out['expected']}, rows {out['rows']}, process starts {out['started']}, "
+        f"never started {missing}, processes alive at the end: {out['alive']}"
+    )
+    print(
+        summary("start", out["start_ms"])
+        + f"   goal p99 <= {goal:.0f} ms: {'OK' if p99 <= goal else 'MISSED'}"
+    )
     print(summary("dispatch", out["dispatch_ms"]))
     print(summary("claim", out["claim_ms"]))
-    cpu = ", ".join(f"{role} {100 * c:.1f}%" for role, c in zip(out["roles"], out["cpu"].values(), strict=True))
+    cpu = ", ".join(
+        f"{role} {100 * c:.1f}%" for role, c in zip(out["roles"], out["cpu"].values(), strict=True)
+    )
     print(f"  CPU of one core while running: {cpu}")
     idle_ = out["idle"]
     rates = ", ".join(f"{r:.1f}" for r in idle_["wakeups_per_s"])
-    print(f"  idle leader (one hourly job, {idle_['seconds']:.0f} s): CPU {idle_['cpu_pct']:.2f}% of one core, "
-          f"wake-ups/s: main thread (signal supervisor) {idle_['main_wakeups']:.1f}, other threads {rates}")
+    print(
+        f"  idle leader (one hourly job, {idle_['seconds']:.0f} s): CPU {idle_['cpu_pct']:.2f}% of one core, "
+        f"wake-ups/s: main thread (signal supervisor) {idle_['main_wakeups']:.1f}, other threads {rates}"
+    )
     if not out["alive"]:
         print("  a serve process died; last log lines:\n    " + "\n    ".join(out["log_tail"]))
     return ok
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--db", action="append", help="database URL, or 'sqlite' (repeatable)")
     parser.add_argument("--minutes", type=float, default=1.5, help="measured minutes per database")
     parser.add_argument("--jobs", type=int, default=300, help="jobs (each fires once a minute)")
     parser.add_argument("--slots", type=int, default=8, help="worker slots")
     parser.add_argument("--poll-interval", default="1s", help="worker poll interval (the SQLite goal)")
-    parser.add_argument("--role", choices=["split", "all"], default="split",
-                        help="split: a scheduler and a worker process; all: one --role all process")
+    parser.add_argument(
+        "--role",
+        choices=["split", "all"],
+        default="split",
+        help="split: a scheduler and a worker process; all: one --role all process",
+    )
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     args = parser.parse_args()
     urls = args.db or ["sqlite", DEFAULT_PG]
-    print(f"steady-state lag, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    print(
+        f"steady-state lag, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
+    )
     ok = True
     with tempfile.TemporaryDirectory(prefix="schedctl-steady-") as tmp:
         for url in urls:

@@ -8,6 +8,7 @@ Values are checked here, once, for TOML and for the crontab importer alike (``jo
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
@@ -144,6 +145,10 @@ def _load_file(
     text: str, filename: str, now: datetime | None
 ) -> tuple[dict[str, Job], list[str], _Positions, list[Diagnostic]]:
     """(valid jobs, every declared id, where keys are, diagnostics) for one decoded document."""
+    if len(text) > _PIECE_CHARS and not _JOBS_ITSELF.search(text):
+        loaded = _load_pieces(text, filename, now)
+        if loaded is not None:
+            return loaded
     try:
         document = _parse(text)
     except Invalid as exc:
@@ -163,6 +168,60 @@ def _load_file(
             jobs[job_id] = job
     diagnostics.sort(key=lambda d: d.line or 0)
     return jobs, list(tables), positions, diagnostics
+
+
+# A large file is parsed a piece at a time, each piece a run of whole [jobs.<id>] tables, and its jobs are
+# built before the next piece is parsed: tomllib's document of 100,000 jobs peaks near 170 MB, more than
+# the jobs themselves, and the process keeps that high-water mark. Pieces give the same jobs as one parse
+# when each piece's only top-level key is "jobs" and no id is in two pieces (different ids are independent
+# tables); anything else, any error included, is parsed whole, so diagnostics are exactly those of one parse.
+_PIECE_CHARS = 1 << 20
+# `[jobs]` or `jobs = {...}` defines the jobs table itself: two pieces could not tell it was defined twice.
+_JOBS_ITSELF = re.compile(r"""^[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""", re.MULTILINE)
+
+
+def _pieces(text: str) -> Iterable[str]:
+    start = 0
+    while start < len(text):
+        cut = text.find("\n[jobs.", start + _PIECE_CHARS)
+        end = len(text) if cut < 0 else cut + 1
+        yield text[start:end]
+        start = end
+
+
+def _load_pieces(
+    text: str, filename: str, now: datetime | None
+) -> tuple[dict[str, Job], list[str], _Positions, list[Diagnostic]] | None:
+    """``_load_file`` piece by piece; None when the document must be parsed whole."""
+    positions = _Positions(text)
+    diagnostics: list[Diagnostic] = []
+    jobs: dict[str, Job] = {}
+    ids: list[str] = []
+    seen: set[str] = set()
+    when = now or datetime.now(UTC)
+    for piece in _pieces(text):
+        try:
+            document = tomllib.loads(piece)
+        except (tomllib.TOMLDecodeError, RecursionError, ValueError):
+            return None
+        tables = document.get("jobs")
+        if len(document) != 1 or not isinstance(tables, dict):
+            return None
+        for job_id, table in tables.items():
+            if job_id in seen or not isinstance(table, dict):
+                return None
+            seen.add(job_id)
+            ids.append(job_id)
+
+            def line_of(path: tuple[str | int, ...], job_id: str = job_id) -> int | None:
+                return positions.line_of(("jobs", job_id, *path))
+
+            job = _build_job(job_id, table, filename, line_of, when, diagnostics)
+            if job is not None:
+                jobs[job_id] = job
+        del document, tables
+    diagnostics.sort(key=lambda d: d.line or 0)
+    return jobs, ids, positions, diagnostics
 
 
 def _decode(data: str | bytes) -> str:
@@ -295,7 +354,15 @@ def _build_job(
         report((), "nested too deeply")
     if len(diagnostics) > before:
         return None
+    for name in _SHARED_TEXT:
+        value = values.get(name)
+        if type(value) is str:
+            # 100,000 jobs name a handful of schedules, zones and commands: one string each, not one per job.
+            values[name] = sys.intern(value)
     return Job(id=job_id, **values)
+
+
+_SHARED_TEXT = ("schedule", "timezone", "command", "workdir", "user")
 
 
 # ---------------------------------------------------------------------------------------------- dumping

@@ -358,8 +358,9 @@ def check_together(values: dict[str, Any], table: Mapping[str, Any], report: Rep
         )
     elif catch_up in (CatchUp.SKIP, CatchUp.LATEST) and "max_catch_up" in table:
         report(("max_catch_up",), f'only means something with catch_up = "all", not {show(str(catch_up))}')
-    for name in sorted(set(values.get("env", {})) & set(values.get("pass_env", ()))):
-        report(("pass_env",), f"{show(name)} is also set in env; keep one of them")
+    if "env" in values and "pass_env" in values:
+        for name in sorted(set(values["env"]) & set(values["pass_env"])):
+            report(("pass_env",), f"{show(name)} is also set in env; keep one of them")
     if "labels" in values and len(labels_key(values["labels"])) > MAX_LABELS_KEY:
         report(("labels",), f"too many labels: they must fit in {MAX_LABELS_KEY} characters as k=v,k=v")
     _check_schedule(values, report, now)

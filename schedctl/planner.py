@@ -149,6 +149,8 @@ def not_before(job: Job, tick: datetime) -> datetime | None:
 
 def decide(job: Job, tick: datetime, now: datetime, catch_up: bool = False) -> Tick:
     """A tick to queue, unless dispatching it now would break the job's starting deadline."""
+    if not job.jitter and job.starting_deadline is None:  # most jobs: nothing to compute
+        return Tick(job.id, tick, _QUEUED, catch_up=catch_up)
     nb = not_before(job, tick)
     due = nb or tick
     if job.starting_deadline is not None and (now - due).total_seconds() > job.starting_deadline:
@@ -162,6 +164,9 @@ def decide(job: Job, tick: datetime, now: datetime, catch_up: bool = False) -> T
             f"{job.starting_deadline:g}s",
         )
     return Tick(job.id, tick, RunState.QUEUED, not_before=nb, catch_up=catch_up)
+
+
+_QUEUED = RunState.QUEUED
 
 
 def skipped(job: Job, tick: datetime, reason: SkipReason, detail: str) -> Tick:

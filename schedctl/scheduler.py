@@ -433,10 +433,18 @@ _DISPATCHED: dict[str, Any] = {}  # job id -> its counter child: labels() costs 
 
 
 def _count(result: sql.DispatchResult, refusals: dict[str, str]) -> None:
+    # Beyond the metrics' job limit most ids share one child ("_other"): add per child, not per tick.
+    per_child: dict[int, list[Any]] = {}
     for job_id, n in Counter(t.job_id for t in result.queued).items():
         child = _DISPATCHED.get(job_id)
         if child is None:
             child = _DISPATCHED[job_id] = metrics.TICKS_DISPATCHED.labels(job_id)
+        entry = per_child.get(id(child))
+        if entry is None:
+            per_child[id(child)] = [child, n]
+        else:
+            entry[1] += n
+    for child, n in per_child.values():
         child.inc(n)
     for (job_id, reason), n in Counter((t.job_id, str(t.reason)) for t in result.skipped).items():
         metrics.TICKS_MISSED.labels(job_id, reason).inc(n)

@@ -264,3 +264,131 @@ def lock_for_migration(conn: Connection) -> None:
     """
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+
+
+def insert_ignore_columns(
+    conn: Connection,
+    table: Table,
+    columns: dict[str, list[Any]],
+    json_text: frozenset[str] = frozenset(),
+) -> int:
+    """``insert_ignore_many`` for rows given as one list per column (all the same length).
+
+    A dispatch batch is built column by column, so no row dict is made per tick; a column whose values are
+    all equal is sent once. JSON columns named in ``json_text`` hold serialised text already (a job's
+    snapshot is serialised once per definition, not once per tick). Returns how many rows were new.
+    """
+    count = len(next(iter(columns.values()), []))
+    if not count:
+        return 0
+    name = conn.dialect.name
+    if name == "postgresql":
+        return _pg_insert_columns(conn, table, columns, json_text)
+    if name == "sqlite":
+        return _sqlite_insert_columns(conn, table, columns, json_text)
+    return _mysql_insert_columns(conn, table, columns, json_text)
+
+
+def _same(values: list[Any]) -> bool:
+    return values.count(values[0]) == len(values)
+
+
+def _as_json(values: list[Any]) -> list[Any]:
+    import json
+
+    return [None if v is None else json.dumps(v) for v in values]
+
+
+def _pg_insert_columns(
+    conn: Connection, table: Table, columns: dict[str, list[Any]], json_text: frozenset[str]
+) -> int:
+    from sqlalchemy import JSON
+
+    arrays, selected, aliases, params = [], [], [], {}
+    for i, (name, values) in enumerate(columns.items()):
+        column = table.c[name]
+        typ = column.type.compile(dialect=conn.dialect)
+        if isinstance(column.type, JSON) and name not in json_text:
+            values = _as_json(values)
+        if _same(values):
+            params[f"c{i}"] = values[0]
+            selected.append(f"CAST(%(c{i})s AS {typ})")
+        else:
+            params[f"c{i}"] = values
+            arrays.append(f"CAST(%(c{i})b AS {typ}[])")
+            aliases.append(f"c{i}")
+            selected.append(f"u.c{i}")
+    column_list = ", ".join(f'"{n}"' for n in columns)
+    source = f"FROM unnest({', '.join(arrays)}) AS u({', '.join(aliases)})" if arrays else ""
+    sql = (
+        f'INSERT INTO "{table.name}" ({column_list}) SELECT {", ".join(selected)} {source} '
+        "ON CONFLICT DO NOTHING"
+    )
+    raw = conn.connection.driver_connection
+    with raw.cursor() as cursor:  # type: ignore[union-attr]
+        cursor.execute(sql, params)
+        return max(0, cursor.rowcount or 0)
+
+
+
+def _storage_column(
+    table: Table, name: str, values: list[Any], json_text: frozenset[str], sqlite: bool
+) -> list[Any]:
+    """Values as SQLAlchemy would bind them on SQLite or MySQL: naive UTC instants, JSON as text."""
+    from datetime import UTC
+
+    from sqlalchemy import JSON
+
+    column = table.c[name]
+    if isinstance(column.type, JSON) and name not in json_text:
+        return _as_json(values)
+    if isinstance(column.type, UTCDateTime):
+        if _same(values):  # the tick or queued_at of a whole batch: convert once
+            first = values[0]
+            one = None if first is None else first.astimezone(UTC)
+            stored = one if one is None else (_lite_instant(one) if sqlite else one.replace(tzinfo=None))
+            return [stored] * len(values)
+        if sqlite:
+            return [None if v is None else _lite_instant(v.astimezone(UTC)) for v in values]
+        return [None if v is None else v.astimezone(UTC).replace(tzinfo=None) for v in values]
+    return values
+
+
+def _sqlite_insert_columns(
+    conn: Connection, table: Table, columns: dict[str, list[Any]], json_text: frozenset[str]
+) -> int:
+    marks, varying = [], []
+    for name, values in columns.items():
+        stored = _storage_column(table, name, values, json_text, sqlite=True)
+        if _same(stored):
+            marks.append(_lite_literal(stored[0]))
+        else:
+            marks.append("?")
+            varying.append(stored)
+    names = ", ".join(f'"{n}"' for n in columns)
+    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(marks)}) ON CONFLICT DO NOTHING'
+    count = len(next(iter(columns.values())))
+    rows = list(zip(*varying, strict=True)) if varying else [()] * count
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(sql, rows)
+        return max(0, cursor.rowcount or 0)
+    finally:
+        cursor.close()
+
+
+def _mysql_insert_columns(
+    conn: Connection, table: Table, columns: dict[str, list[Any]], json_text: frozenset[str]
+) -> int:
+    stored = [_storage_column(table, n, v, json_text, sqlite=False) for n, v in columns.items()]
+    names = ", ".join(f"`{n}`" for n in columns)
+    marks = ", ".join(["%s"] * len(columns))
+    sql = f"INSERT IGNORE INTO `{table.name}` ({names}) VALUES ({marks})"
+    # PyMySQL sends executemany as multi-row statements and sums their counts; an ignored duplicate counts zero.
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        cursor.executemany(sql, list(zip(*stored, strict=True)))
+        return max(0, cursor.rowcount or 0)
+    finally:
+        cursor.close()
+

@@ -7,6 +7,7 @@ state after someone else leads.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from sqlalchemy.engine import Connection
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
 from schedctl.store import Store
-from schedctl.store.dialect import in_list, insert_ignore_many
+from schedctl.store.dialect import in_list, insert_ignore_columns, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
 IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
@@ -163,15 +164,18 @@ def dispatch(
 
     ``refusals`` (job id -> sentence) marks jobs whose catch-up was refused in this batch.
     """
+    # One look-up per tick for everything its job contributes (row values, forbid, replace): a batch of a
+    # 100,000-job boundary spends its client time here, not in the database.
+    statics = [_static(jobs[t.job_id]) for t in ticks]
     with store.begin() as conn:
         _fence(conn, fence)
-        decided = _apply_concurrency(conn, ticks, jobs)
+        decided = _apply_concurrency(conn, ticks, statics)
         result = DispatchResult(
-            queued=[t for t in decided if t.queued], skipped=[t for t in decided if not t.queued]
+            queued=[t for t in decided if t.state is _QUEUED],
+            skipped=[t for t in decided if t.state is not _QUEUED],
         )
-        _cancel_replaced(conn, result.queued, jobs)
-        rows = [_row(t, jobs[t.job_id], fence.term, now) for t in decided]
-        result.inserted = insert_ignore_many(conn, job_runs, rows)
+        _cancel_replaced(conn, decided, statics)
+        result.inserted = _insert_rows(conn, decided, statics, fence.term, now)
         _advance(conn, decided, now)
         if refusals:
             _refuse(conn, refusals, now)
@@ -187,12 +191,12 @@ def _fence(conn: Connection, fence: Fence) -> None:
     lease.fence(conn, fence.name, fence.identity, fence.term)
 
 
-def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], jobs: Mapping[str, Job]) -> list[Tick]:
+def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
     """forbid: a tick due while a run of the job is active becomes a skipped row (catch-up ticks excepted)."""
     forbid = {
         t.job_id
-        for t in ticks
-        if t.queued and not t.catch_up and jobs[t.job_id].concurrency is Concurrency.FORBID
+        for t, s in zip(ticks, statics, strict=True)
+        if s[3] is Concurrency.FORBID and t.state is _QUEUED and not t.catch_up
     }
     if not forbid:
         return list(ticks)
@@ -226,11 +230,11 @@ def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
     return busy
 
 
-def _cancel_replaced(conn: Connection, queued: Sequence[Tick], jobs: Mapping[str, Job]) -> None:
+def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static]) -> None:
     """replace: ask every earlier active run of the job to stop; the worker ends it `cancelled`."""
     newest: dict[str, datetime] = {}
-    for tick in queued:
-        if jobs[tick.job_id].concurrency is Concurrency.REPLACE:
+    for tick, static in zip(decided, statics, strict=True):
+        if static[3] is Concurrency.REPLACE and tick.state is _QUEUED:
             newest[tick.job_id] = max(tick.scheduled_for, newest.get(tick.job_id, tick.scheduled_for))
     for at, ids in _by_value(newest).items():
         for chunk in _chunks(ids):
@@ -246,41 +250,64 @@ def _cancel_replaced(conn: Connection, queued: Sequence[Tick], jobs: Mapping[str
             )
 
 
-def _row(tick: Tick, job: Job, term: int, now: datetime) -> dict[str, Any]:
-    return {
-        "job_id": tick.job_id,
-        "scheduled_for": tick.scheduled_for,
-        "state": str(tick.state),
-        "reason": None if tick.reason is None else str(tick.reason),
-        "reason_detail": tick.detail,
-        "manual": False,
-        "term": term,
-        "attempt": 0,
-        "failures": 0,
-        "queued_at": now,
-        "not_before": tick.not_before,
-        "cancel_requested": False,
-        **_static(job),
+def _insert_rows(
+    conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static], term: int, now: datetime
+) -> int:
+    """The batch's run rows, built column by column: per tick only what differs between ticks is touched."""
+    n = len(decided)
+    if not n:
+        return 0
+    columns: dict[str, list[Any]] = {
+        "job_id": [t.job_id for t in decided],
+        "scheduled_for": [t.scheduled_for for t in decided],
+        "state": [str(t.state) for t in decided],
+        "reason": [None if t.reason is None else str(t.reason) for t in decided],
+        "reason_detail": [t.detail for t in decided],
+        "manual": [False] * n,
+        "term": [term] * n,
+        "attempt": [0] * n,
+        "failures": [0] * n,
+        "queued_at": [now] * n,
+        "not_before": [t.not_before for t in decided],
+        "cancel_requested": [False] * n,
+        "snapshot": [s[0] for s in statics],
+        "labels_key": [s[1] for s in statics],
+        "concurrency": [s[2] for s in statics],
     }
+    return insert_ignore_columns(conn, job_runs, columns, json_text=_JSON_TEXT)
 
 
-_STATIC: dict[str, tuple[Job, dict[str, Any]]] = {}
+_JSON_TEXT = frozenset({"snapshot"})
+_QUEUED = RunState.QUEUED
+
+# (snapshot as JSON text, labels_key, str(concurrency), concurrency): what every run row of a definition shares.
+_Static = tuple[str, str, str, Concurrency]
+_STATIC: dict[str, tuple[Job, _Static]] = {}
+# Identical snapshots (a thousand jobs running the same command) share one string.
+_SHARED: dict[str, str] = {}
 
 
 def prepare(jobs: Iterable[Job]) -> None:
     """Compute each definition's shared row values ahead of time, so a boundary pass only copies them."""
+    live: set[str] = set()
     for job in jobs:
         _static(job)
+        live.add(job.id)
+    # A reload drops definitions: forget their values with them.
+    for job_id in [j for j in _STATIC if j not in live]:
+        del _STATIC[job_id]
+    if len(_SHARED) > 2 * len(_STATIC):
+        _SHARED.clear()
+        _SHARED.update((v[1][0], v[1][0]) for v in _STATIC.values())
 
 
-def _static(job: Job) -> dict[str, Any]:
+def _static(job: Job) -> _Static:
     """What every run row of a job definition shares, computed once per definition, not once per tick."""
     cached = _STATIC.get(job.id)
     if cached is None or cached[0] is not job:
-        cached = (
-            job,
-            {"snapshot": job.snapshot(), "labels_key": job.labels_key, "concurrency": str(job.concurrency)},
-        )
+        text = json.dumps(job.snapshot())
+        text = _SHARED.setdefault(text, text)
+        cached = (job, (text, job.labels_key, str(job.concurrency), job.concurrency))
         _STATIC[job.id] = cached
     return cached[1]
 

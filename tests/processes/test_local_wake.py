@@ -53,7 +53,9 @@ def test_role_all_starts_runs_at_their_tick_not_at_the_next_poll(sqlite_url: str
             time.sleep(0.2)
             with store.engine.connect() as conn:
                 rows = conn.execute(
-                    select(job_runs.c.scheduled_for, job_runs.c.started_at).where(job_runs.c.started_at.is_not(None))
+                    select(job_runs.c.scheduled_for, job_runs.c.started_at).where(
+                        job_runs.c.started_at.is_not(None)
+                    )
                 ).all()
             started = [(r.scheduled_for, (r.started_at - r.scheduled_for).total_seconds()) for r in rows]
         assert len(started) >= 4, (tmp_path / "serve.log").read_text()
