@@ -86,7 +86,9 @@ def _describe_time(spec: Spec) -> str | None:
     if len(mins) == 1 and hn:
         return f"every {hn} hours at :{mins[0]:02d}{sec}"
     if len(mins) == 1 and window:
-        return f"every hour at :{mins[0]:02d}{sec} {window}"
+        # Name the last fire itself ("to 17:00"), not the end of the hour: nothing runs at 17:59.
+        first, last = f"{hours[0]:02d}:{mins[0]:02d}{sec}", f"{hours[-1]:02d}:{mins[0]:02d}{sec}"
+        return f"every hour at :{mins[0]:02d}{sec} from {first} to {last}"
     return None
 
 

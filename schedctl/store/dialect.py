@@ -330,7 +330,6 @@ def _pg_insert_columns(
         return max(0, cursor.rowcount or 0)
 
 
-
 def _storage_column(
     table: Table, name: str, values: list[Any], json_text: frozenset[str], sqlite: bool
 ) -> list[Any]:
@@ -391,4 +390,3 @@ def _mysql_insert_columns(
         return max(0, cursor.rowcount or 0)
     finally:
         cursor.close()
-

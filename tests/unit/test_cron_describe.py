@@ -24,6 +24,7 @@ CASES = [
     ("*/15 * * * * *", "every 15 seconds"),
     ("*/10 9-17 * * 1-5", "every 10 minutes from 09:00 to 17:59 on Monday to Friday"),
     ("0 */2 * * *", "every 2 hours at :00"),
+    ("0 9-17 * * 1-5", "every hour at :00 from 09:00 to 17:00 on Monday to Friday"),
     ("0 0,12 * * 0,6", "at 00:00 and 12:00 on Sunday and Saturday"),
     ("7 3,9 * 6-8 *", "at 03:07 and 09:07 every day in June to August"),
     ("0 0 29 2 *", "at 00:00 on day 29 of the month in February"),
