@@ -18,12 +18,12 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from schedctl.clock import Clock
-from schedctl.errors import StoreError
+from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
 from schedctl.hooks import Hooks
 from schedctl.observability import health, metrics
@@ -40,6 +40,7 @@ LISTEN_RETRY = 5.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
 SWEEP_INTERVAL = 0.25  # seconds between checks of every child, events or not
+REJECTED_WRITE_TRIES = 3  # a write refused for its content, not the connection, is then stored without output
 HOOK_SHUTDOWN_WAIT = 10.0  # seconds a stopping worker lets hooks (failure mail) finish before killing them
 SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to share its transaction
 
@@ -96,6 +97,7 @@ class Worker:
         self._drained_at: float | None = None
         self._killed = False
         self._serial = 0
+        self._rejected_writes = 0
         self._hooks = Hooks(settings.run_as_job_user)
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
         os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
@@ -276,6 +278,8 @@ class Worker:
         except StoreError as exc:
             now = self.clock.monotonic()
             if batch:
+                if not isinstance(exc, StoreUnavailable | StoreConflict):
+                    self._rejected(batch, exc)
                 self._store_failed("write", exc)
                 self._next_write = now + self._backoff["write"]
             if free > 0:
@@ -285,6 +289,7 @@ class Worker:
             return
         now = self.clock.monotonic()
         if batch:
+            self._rejected_writes = 0
             self._store_ok("write")
             del self._pending[: len(batch)]
             for pending, ok in zip(batch, written, strict=True):
@@ -299,6 +304,19 @@ class Worker:
         for run in claimed:
             self._start(run)
         metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
+
+    def _rejected(self, batch: list[_Pending], exc: StoreError) -> None:
+        """The database is up but refuses what we write (bytes a column cannot hold, say). Retrying the same
+        rows would fail forever and block every claim sharing the transaction, and the runs would be taken
+        over and re-run. After a few tries, keep the outcomes but drop the job output that may be at fault."""
+        self._rejected_writes += 1
+        if self._rejected_writes < REJECTED_WRITE_TRIES:
+            return
+        note = f"outcome stored without its output: the database refused it ({str(exc)[:300]})"
+        for pending in batch:
+            pending.outcome = replace(pending.outcome, output_tail=None, error=note)
+        log.error("the database refused %d outcomes; storing them without their output: %s", len(batch), exc,
+                  extra={"event": "outcome_rejected"})
 
     def _start(self, run: sql.ClaimedRun) -> None:
         ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)

@@ -112,3 +112,24 @@ def test_a_checkpoint_the_job_writes_with_hostile_json_is_saved_as_written(store
     assert (rows["cp"]["state"], rows["cp"]["exit_status"]) == ("failed", 3)
     assert rows["cp"]["checkpoint"] == value
     assert rows["cp"]["finished_at"] - rows["cp"]["started_at"] < timedelta(seconds=20)
+
+
+def test_an_outcome_the_database_refuses_is_stored_without_its_output(store: Any, monkeypatch: Any) -> None:
+    """Should some future content slip past the sanitising again, the worker must not wedge: after a few
+    refused writes it records the outcome without the output (PostgreSQL refuses NUL in text; the other
+    backends accept it, and there the output is stored as printed)."""
+    import schedctl.executor
+    import schedctl.store.claims
+
+    monkeypatch.setattr(schedctl.store.claims, "_storable", lambda text: text)
+    monkeypatch.setattr(schedctl.executor, "clean_text", lambda text, limit=None: text)
+    nul = job("prints-nul", python("import sys; sys.stdout.buffer.write(b'a\\x00b\\n')"))
+    with store.begin() as conn:
+        claims.queue_runs(conn, nul, [T0])
+    rows = run_worker_until(store, all_finished)
+    row = rows["prints-nul"]
+    assert (row["state"], row["attempt"]) == ("succeeded", 1)
+    if store.dialect == "postgresql":
+        assert row["output_tail"] is None and "refused" in row["error"]
+    else:
+        assert row["output_tail"] == "a\x00b\n"
