@@ -107,23 +107,10 @@ def insert_ignore(conn: Connection, table: Table, rows: list[dict[str, Any]]) ->
 
 
 def insert_ignore_many(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
-    """``insert_ignore`` for thousands of rows (a dispatch batch): same result, a fraction of the cost.
-
-    A multi-row VALUES statement is compiled afresh for every chunk (SQLAlchemy cannot cache it), which
-    costs ~1 ms a row. PostgreSQL gets one ``INSERT ... SELECT FROM unnest(arrays)`` per call: a short
-    statement whatever the row count. SQLite and MySQL get a cached statement and ``executemany``.
-    Every row must have the same keys.
-    """
+    """``insert_ignore_columns`` for rows given as dicts (every row with the same keys)."""
     if not rows:
         return 0
-    name = conn.dialect.name
-    if name == "postgresql":
-        return _pg_insert_unnest(conn, table, rows)
-    if name == "sqlite":
-        return _sqlite_insert_many(conn, table, rows)
-    stmt = mysql_insert(table).prefix_with("IGNORE")
-    # PyMySQL sums executemany's row counts (one multi-row statement); an ignored duplicate counts zero.
-    return max(0, conn.execute(stmt, rows).rowcount or 0)
+    return insert_ignore_columns(conn, table, {key: [row[key] for row in rows] for key in rows[0]})
 
 
 def _lite_instant(value: Any) -> str:
@@ -138,83 +125,6 @@ def _lite_literal(value: Any) -> str:
     if isinstance(value, float):
         return repr(value)
     return "'" + str(value).replace("'", "''") + "'"
-
-
-def _sqlite_insert_many(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
-    """sqlite3's executemany with values converted once, as SQLAlchemy would store them (its per-value type
-    processing costs more than SQLite's insert)."""
-    import json
-    from datetime import UTC
-
-    from sqlalchemy import JSON
-
-    columns = [table.c[n] for n in rows[0]]
-
-    def convert(column: Any) -> Any:
-        if isinstance(column.type, JSON):
-            return lambda v: None if v is None else json.dumps(v)
-        if isinstance(column.type, UTCDateTime):
-            # SQLAlchemy's SQLite DATETIME storage format: naive UTC, always six fractional digits.
-            return lambda v: None if v is None else _lite_instant(v.astimezone(UTC))
-        return lambda v: v
-
-    # A column with the same value in every row (attempt 0, manual, the term, queued_at...) is written once,
-    # as a literal in the statement, instead of being converted and bound thousands of times.
-    marks, varying = [], []
-    for column in columns:
-        f = convert(column)
-        first = rows[0][column.name]
-        if all(row[column.name] == first for row in rows):
-            marks.append(_lite_literal(f(first)))
-        else:
-            marks.append("?")
-            varying.append((column.name, f))
-    values = [tuple(f(row[n]) for n, f in varying) for row in rows]
-    names = ", ".join(f'"{c.name}"' for c in columns)
-    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(marks)}) ON CONFLICT DO NOTHING'
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.executemany(sql, values)
-        return max(0, cursor.rowcount or 0)
-    finally:
-        cursor.close()
-
-
-def _pg_insert_unnest(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> int:
-    import json
-
-    from sqlalchemy import JSON
-
-    names = list(rows[0])
-    columns = [table.c[n] for n in names]
-    arrays, selected, params = [], [], {}
-    for i, column in enumerate(columns):
-        values = [row[column.name] for row in rows]
-        if isinstance(column.type, JSON):
-            values = [None if v is None else json.dumps(v) for v in values]
-        typ = column.type.compile(dialect=conn.dialect)
-        first = values[0]
-        if all(v == first for v in values):
-            # The same in every row (attempt 0, manual false, the term...): one scalar, not an array to dump.
-            params[f"c{i}"] = first
-            selected.append(f"CAST(%(c{i})s AS {typ})")
-        else:
-            params[f"c{i}"] = values
-            arrays.append(f"CAST(%(c{i})b AS {typ}[])")
-            selected.append(f"u.c{i}")
-    aliases = ", ".join(s[2:] for s in selected if s.startswith("u."))
-    column_list = ", ".join(f'"{c.name}"' for c in columns)
-    source = f"FROM unnest({', '.join(arrays)}) AS u({aliases})" if arrays else ""  # no arrays: one row
-    sql = (
-        f'INSERT INTO "{table.name}" ({column_list}) SELECT {", ".join(selected)} {source} '
-        "ON CONFLICT DO NOTHING"
-    )
-    # Binary parameters: psycopg's text form escapes every array element with a regular expression, which
-    # costs more than the insert itself. The raw cursor shares the SQLAlchemy connection's transaction.
-    raw = conn.connection.driver_connection
-    with raw.cursor() as cursor:  # type: ignore[union-attr]
-        cursor.execute(sql, params)
-        return max(0, cursor.rowcount or 0)
 
 
 def in_list(conn: Connection, column: Any, values: list[Any]) -> Any:
