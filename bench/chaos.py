@@ -128,11 +128,15 @@ class PrivatePostgres:
             user = pwd.getpwnam("postgres")
             for path in (self.root, self.sock):
                 os.chown(path, user.pw_uid, user.pw_gid)
-        self._run(str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self._run(
+            str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"
+        )
         self.pg_ctl("start")
 
     def pg_ctl(self, action: str) -> None:
-        opts = f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off"
+        opts = (
+            f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off"
+        )
         args = [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60"]
         if action == "stop":
             self._run(*args, "-m", "fast", "stop")
@@ -162,15 +166,40 @@ class Cluster:
         identity = f"{name}.{self.generation[name]}"
         log = self.root / f"{identity}.log"
         self.logs.append(log)
-        args = [sys.executable, "-m", "schedctl", "serve", "--role", role, "--db", self.db_url,
-                "--jobs", str(self.jobs), "--identity", identity, "--log-format", "json"]
+        args = [
+            sys.executable,
+            "-m",
+            "schedctl",
+            "serve",
+            "--role",
+            role,
+            "--db",
+            self.db_url,
+            "--jobs",
+            str(self.jobs),
+            "--identity",
+            identity,
+            "--log-format",
+            "json",
+        ]
         if role == "scheduler":
             args += ["--lease-duration", f"{LEASE}s", "--renew-interval", f"{RENEW}s"]
         else:
-            args += ["--slots", "4", "--heartbeat-interval", f"{HEARTBEAT}s", "--stale-after", f"{STALE}s",
-                     "--poll-interval", "0.5s",
-                     # keep every finished row: the check reads the per-tick record of the whole run
-                     "--successful-history", "1000000", "--failed-history", "1000000"]
+            args += [
+                "--slots",
+                "4",
+                "--heartbeat-interval",
+                f"{HEARTBEAT}s",
+                "--stale-after",
+                f"{STALE}s",
+                "--poll-interval",
+                "0.5s",
+                # keep every finished row: the check reads the per-tick record of the whole run
+                "--successful-history",
+                "1000000",
+                "--failed-history",
+                "1000000",
+            ]
         env = dict(os.environ)
         if skew is not None:
             env["SCHEDCTL_CLOCK_SKEW"] = str(skew)
@@ -228,21 +257,45 @@ def write_jobs(path: Path, ledger: Path) -> dict[str, dict[str, object]]:
 
     jobs: dict[str, dict[str, object]] = {
         # every tick must be claimed and run: no hole, whatever the faults
-        "ledger-all": {"schedule": "*/2 * * * * *", "catch_up": "all", "max_catch_up": 1000,
-                       "concurrency": "allow", "command": cmd(1, 0.2)},
-        "ledger-skip": {"schedule": "*/3 * * * * *", "catch_up": "skip", "concurrency": "allow",
-                        "command": cmd(1, 0.2)},
-        "ledger-latest": {"schedule": "*/5 * * * * *", "catch_up": "latest", "concurrency": "allow",
-                          "command": cmd(1, 0.2)},
+        "ledger-all": {
+            "schedule": "*/2 * * * * *",
+            "catch_up": "all",
+            "max_catch_up": 1000,
+            "concurrency": "allow",
+            "command": cmd(1, 0.2),
+        },
+        "ledger-skip": {
+            "schedule": "*/3 * * * * *",
+            "catch_up": "skip",
+            "concurrency": "allow",
+            "command": cmd(1, 0.2),
+        },
+        "ledger-latest": {
+            "schedule": "*/5 * * * * *",
+            "catch_up": "latest",
+            "concurrency": "allow",
+            "command": cmd(1, 0.2),
+        },
         # long enough to span several faults; checkpoints every second; one at a time
-        "backfill-forbid": {"schedule": "*/15 * * * * *", "catch_up": "all", "max_catch_up": 1000,
-                            "concurrency": "forbid", "command": cmd(24, 1.0)},
-        "report-replace": {"schedule": "*/10 * * * * *", "catch_up": "latest", "concurrency": "replace",
-                           "command": cmd(14, 1.0)},
+        "backfill-forbid": {
+            "schedule": "*/15 * * * * *",
+            "catch_up": "all",
+            "max_catch_up": 1000,
+            "concurrency": "forbid",
+            "command": cmd(24, 1.0),
+        },
+        "report-replace": {
+            "schedule": "*/10 * * * * *",
+            "catch_up": "latest",
+            "concurrency": "replace",
+            "command": cmd(14, 1.0),
+        },
     }
     import tomli_w
 
-    doc = {"jobs": {jid: {**spec, "timezone": "UTC", "grace_period": f"{GRACE}s"} for jid, spec in jobs.items()}}
+    doc = {
+        "jobs": {jid: {**spec, "timezone": "UTC", "grace_period": f"{GRACE}s"} for jid, spec in jobs.items()}
+    }
     path.write_text(tomli_w.dumps(doc))
     return jobs
 
@@ -263,12 +316,21 @@ def current_leader(engine: object) -> str | None:
     return None if row is None else str(row[0])
 
 
-def inject(args: argparse.Namespace, cluster: Cluster, pg: PrivatePostgres | None, engine: object,
-           until: float) -> list[Fault]:
+def inject(
+    args: argparse.Namespace, cluster: Cluster, pg: PrivatePostgres | None, engine: object, until: float
+) -> list[Fault]:
     """Faults until the monotonic instant ``until``; each fault's window lasts as long as its effects may."""
     rng = random.Random(args.seed)
-    kinds = ["kill_leader", "term_leader", "stop_leader", "kill_worker", "term_worker", "stop_worker",
-             "restart_process", "skewed_replica"]
+    kinds = [
+        "kill_leader",
+        "term_leader",
+        "stop_leader",
+        "kill_worker",
+        "term_worker",
+        "stop_worker",
+        "restart_process",
+        "skewed_replica",
+    ]
     if pg is not None:
         kinds.append("db_restart")
     faults: list[Fault] = []
@@ -367,7 +429,9 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
 class LogFacts:
     """What the processes' JSON logs say: who started which attempt, takeovers, hand-backs, bad events."""
 
-    started_by: dict[tuple[str, str, int], str] = field(default_factory=dict)  # (job, tick, attempt) -> identity
+    started_by: dict[tuple[str, str, int], str] = field(
+        default_factory=dict
+    )  # (job, tick, attempt) -> identity
     takeovers: list[dict[str, Any]] = field(default_factory=list)
     handed_back: set[tuple[str, str, int]] = field(default_factory=set)
     events: Counter[str] = field(default_factory=Counter)  # "level event" for warnings and errors
@@ -384,7 +448,7 @@ def read_logs(logs: list[Path]) -> LogFacts:
         identity = log.name.removesuffix(".log")
         text = log.read_text(errors="replace")
         if "Traceback (most recent call last)" in text:
-            lines = text[text.index("Traceback (most recent call last)"):].splitlines()
+            lines = text[text.index("Traceback (most recent call last)") :].splitlines()
             shown = next((lines[:i] for i, ln in enumerate(lines) if ln.startswith("{")), lines)[-12:]
             facts.tracebacks.append(log.name + ":\n      " + "\n      ".join(shown))
         for line in text.splitlines():
@@ -422,8 +486,15 @@ def at(instant: float) -> str:
     return datetime.fromtimestamp(instant, UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
-def check(engine: object, jobs: dict[str, dict[str, object]], ledger: list[dict[str, Any]],
-          faults: list[Fault], window: tuple[datetime, datetime], logs: list[Path], report: Report) -> None:
+def check(
+    engine: object,
+    jobs: dict[str, dict[str, object]],
+    ledger: list[dict[str, Any]],
+    faults: list[Fault],
+    window: tuple[datetime, datetime],
+    logs: list[Path],
+    report: Report,
+) -> None:
     from sqlalchemy import select
 
     from schedctl.store.schema import job_runs, job_state, lease_terms
@@ -441,8 +512,13 @@ def check(engine: object, jobs: dict[str, dict[str, object]], ledger: list[dict[
     check_logs(facts, logs, report)
 
 
-def check_ticks(jobs: dict[str, dict[str, object]], runs: list[Any], states: dict[str, Any],
-                window: tuple[datetime, datetime], report: Report) -> None:
+def check_ticks(
+    jobs: dict[str, dict[str, object]],
+    runs: list[Any],
+    states: dict[str, Any],
+    window: tuple[datetime, datetime],
+    report: Report,
+) -> None:
     """Every tick has exactly one row (the primary key), no hole for any policy, and each policy did what it
     allows: the harness's outages are shorter than catch_up_grace, so only forbid and replace leave marks."""
     from schedctl.cron import schedule_for
@@ -465,8 +541,10 @@ def check_ticks(jobs: dict[str, dict[str, object]], runs: list[Any], states: dic
         holes = [t for t in expected if t not in rows]
         mine = [rows[t] for t in expected if t in rows]
         counts: Counter[str] = Counter(r["state"] + (f"({r['reason']})" if r["reason"] else "") for r in mine)
-        report.say(f"  {job_id:16} expected {len(expected):4}  claimed {len(mine):4}  holes {len(holes):3}  "
-                   + " ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+        report.say(
+            f"  {job_id:16} expected {len(expected):4}  claimed {len(mine):4}  holes {len(holes):3}  "
+            + " ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        )
         if holes:
             report.fail(f"{job_id}: {len(holes)} ticks never claimed, first {holes[0].isoformat()}")
         for r in mine:
@@ -484,7 +562,9 @@ def policy_breach(spec: dict[str, object], row: Any, rows: list[Any]) -> str | N
         # forbid skips a tick only while another run of the job is queued or running
         at = row["queued_at"]
         busy = any(
-            o is not row and o["state"] != "skipped" and o["queued_at"] <= at + timedelta(seconds=SLACK)
+            o is not row
+            and o["state"] != "skipped"
+            and o["queued_at"] <= at + timedelta(seconds=SLACK)
             and (o["finished_at"] is None or o["finished_at"] >= at - timedelta(seconds=SLACK))
             for o in rows
         )
@@ -492,8 +572,11 @@ def policy_breach(spec: dict[str, object], row: Any, rows: list[Any]) -> str | N
     if state == "cancelled":
         if concurrency != "replace":
             return "cancelled, and nobody cancels runs in this harness"
-        later = any(o["scheduled_for"] > row["scheduled_for"] and o["queued_at"] <= row["finished_at"]
-                    + timedelta(seconds=SLACK) for o in rows)
+        later = any(
+            o["scheduled_for"] > row["scheduled_for"]
+            and o["queued_at"] <= row["finished_at"] + timedelta(seconds=SLACK)
+            for o in rows
+        )
         return None if later else "cancelled with no newer tick queued to replace it"
     if state in ("succeeded", "queued", "running"):
         return None
@@ -503,25 +586,36 @@ def policy_breach(spec: dict[str, object], row: Any, rows: list[Any]) -> str | N
 def check_terminal(runs: list[Any], window: tuple[datetime, datetime], report: Report) -> None:
     unfinished = [r for r in runs if r["state"] in ("queued", "running") and r["scheduled_for"] < window[1]]
     finished = sum(1 for r in runs if r["state"] not in ("queued", "running"))
-    report.say(f"\nruns: {len(runs)} rows, {finished} terminal; unfinished after the drain: {len(unfinished)}")
+    report.say(
+        f"\nruns: {len(runs)} rows, {finished} terminal; unfinished after the drain: {len(unfinished)}"
+    )
     for r in unfinished[:10]:
         report.fail(f"{r['job_id']} {r['scheduled_for'].isoformat()} still {r['state']} after the drain")
     queued = [r for r in runs if r["term"] is not None and r["queued_at"] is not None]
     lags = sorted((r["queued_at"] - r["scheduled_for"]).total_seconds() for r in queued)
     if lags:
-        report.say(f"dispatch lag (queued_at - tick): median {statistics.median(lags):.3f}s "
-                   f"p99 {lags[int(0.99 * (len(lags) - 1))]:.3f}s max {lags[-1]:.3f}s")
+        report.say(
+            f"dispatch lag (queued_at - tick): median {statistics.median(lags):.3f}s "
+            f"p99 {lags[int(0.99 * (len(lags) - 1))]:.3f}s max {lags[-1]:.3f}s"
+        )
 
 
-def check_executions(ledger: list[dict[str, Any]], faults: list[Fault], facts: LogFacts, report: Report) -> None:
+def check_executions(
+    ledger: list[dict[str, Any]], faults: list[Fault], facts: LogFacts, report: Report
+) -> None:
     starts = [e for e in ledger if e["kind"] == "start"]
     early = [e for e in starts if float(e["at"]) < ts(str(e["scheduled_for"])) - 0.05]
     report.say(f"runs started before their tick: {len(early)}")
     for e in early[:5]:
-        report.fail(f"{e['job_id']} {e['scheduled_for']} started "
-                    f"{ts(str(e['scheduled_for'])) - float(e['at']):.2f}s early")
-    ends = {(str(e["job_id"]), str(e["scheduled_for"]), int(e["attempt"])): e
-            for e in ledger if e["kind"] in ("end", "stopped")}
+        report.fail(
+            f"{e['job_id']} {e['scheduled_for']} started "
+            f"{ts(str(e['scheduled_for'])) - float(e['at']):.2f}s early"
+        )
+    ends = {
+        (str(e["job_id"]), str(e["scheduled_for"]), int(e["attempt"])): e
+        for e in ledger
+        if e["kind"] in ("end", "stopped")
+    }
     executions: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for e in starts:
         executions[(str(e["job_id"]), str(e["scheduled_for"]))].append(e)
@@ -540,25 +634,35 @@ def check_executions(ledger: list[dict[str, Any]], faults: list[Fault], facts: L
                 if done is not None and int(nxt.get("resumed_from", 0) or 0) == done:
                     exact += 1
                 else:
-                    report.fail(f"{job_id} {tick}: handed back at step {done}, attempt {nxt['attempt']} "
-                                f"resumed from {nxt.get('resumed_from')}")
+                    report.fail(
+                        f"{job_id} {tick}: handed back at step {done}, attempt {nxt['attempt']} "
+                        f"resumed from {nxt.get('resumed_from')}"
+                    )
                 continue
             fault = explained(faults, worker, float(prev["at"]), max(prev_end, float(nxt["at"])))
             again[fault.kind if fault else "NONE"] += 1
-            report.say(f"    {job_id} {tick} attempt {prev['attempt']} on {worker} ran again as attempt "
-                       f"{nxt['attempt']} at {at(float(nxt['at']))}: "
-                       + (f"{fault.kind} on {fault.target} at {at(fault.start)}" if fault else "NO FAULT"))
+            report.say(
+                f"    {job_id} {tick} attempt {prev['attempt']} on {worker} ran again as attempt "
+                f"{nxt['attempt']} at {at(float(nxt['at']))}: "
+                + (f"{fault.kind} on {fault.target} at {at(fault.start)}" if fault else "NO FAULT")
+            )
             if fault is None:
-                report.fail(f"{job_id} {tick} executed again (attempt {nxt['attempt']}; attempt "
-                            f"{prev['attempt']} ran on {worker}) with no fault behind it")
+                report.fail(
+                    f"{job_id} {tick} executed again (attempt {nxt['attempt']}; attempt "
+                    f"{prev['attempt']} ran on {worker}) with no fault behind it"
+                )
             if int(nxt.get("resumed_from", 0) or 0) > int(ends.get(key, {}).get("done", 10**9)):
                 report.fail(f"{job_id} {tick}: attempt {nxt['attempt']} resumed past where the last one got")
-    report.say("re-executions (at-least-once, across a fault): "
-               f"{sum(again.values())}" + "".join(f"  {k}={v}" for k, v in sorted(again.items())))
+    report.say(
+        "re-executions (at-least-once, across a fault): "
+        f"{sum(again.values())}" + "".join(f"  {k}={v}" for k, v in sorted(again.items()))
+    )
     resumed = [e for e in starts if int(e.get("resumed_from", 0) or 0) > 0]
-    report.say(f"work resumed from checkpoints: {len(resumed)} runs, "
-               f"{sum(int(e['resumed_from']) for e in resumed)} steps not redone; "
-               f"hand-backs {handed}, resumed exactly where they stopped {exact}")
+    report.say(
+        f"work resumed from checkpoints: {len(resumed)} runs, "
+        f"{sum(int(e['resumed_from']) for e in resumed)} steps not redone; "
+        f"hand-backs {handed}, resumed exactly where they stopped {exact}"
+    )
 
 
 def check_takeovers(faults: list[Fault], facts: LogFacts, report: Report) -> None:
@@ -567,12 +671,16 @@ def check_takeovers(faults: list[Fault], facts: LogFacts, report: Report) -> Non
     for t in facts.takeovers:
         fault = explained(faults, str(t["previous_worker"]), t["at"] - STALE - SLACK, t["at"])
         why[fault.kind if fault else "NONE"] += 1
-        report.say(f"    {at(t['at'])} {t['by']} took over {t['job_id']} {t['scheduled_for']} from "
-                   f"{t['previous_worker']}: "
-                   + (f"{fault.kind} on {fault.target} at {at(fault.start)}" if fault else "NO FAULT"))
+        report.say(
+            f"    {at(t['at'])} {t['by']} took over {t['job_id']} {t['scheduled_for']} from "
+            f"{t['previous_worker']}: "
+            + (f"{fault.kind} on {fault.target} at {at(fault.start)}" if fault else "NO FAULT")
+        )
         if fault is None:
-            report.fail(f"{t['by']} took over {t['job_id']} {t['scheduled_for']} from {t['previous_worker']} "
-                        "with no fault behind it (missed heartbeats on a healthy worker)")
+            report.fail(
+                f"{t['by']} took over {t['job_id']} {t['scheduled_for']} from {t['previous_worker']} "
+                "with no fault behind it (missed heartbeats on a healthy worker)"
+            )
     report.say(f"takeovers: {len(facts.takeovers)}" + "".join(f"  {k}={v}" for k, v in sorted(why.items())))
 
 
@@ -599,17 +707,22 @@ def check_leaders(terms: list[Any], faults: list[Fault], report: Report) -> None
             report.fail(f"{f.kind}: new leader after {gap:.1f}s (bound {bound:.1f}s)")
     for kind in sorted({k for k, _ in gaps}):
         values = [g for k, g in gaps if k == kind]
-        report.say(f"time to new leader after {kind}: min {min(values):.2f}s median "
-                   f"{statistics.median(values):.2f}s max {max(values):.2f}s (n={len(values)})")
+        report.say(
+            f"time to new leader after {kind}: min {min(values):.2f}s median "
+            f"{statistics.median(values):.2f}s max {max(values):.2f}s (n={len(values)})"
+        )
     if gaps:
         values = [g for _, g in gaps]
-        report.say(f"time to new leader, all leader faults: min {min(values):.2f}s median "
-                   f"{statistics.median(values):.2f}s max {max(values):.2f}s (n={len(values)})")
+        report.say(
+            f"time to new leader, all leader faults: min {min(values):.2f}s median "
+            f"{statistics.median(values):.2f}s max {max(values):.2f}s (n={len(values)})"
+        )
 
 
 def check_logs(facts: LogFacts, logs: list[Path], report: Report) -> None:
-    report.say("warning/error events: " + (", ".join(f"{k}={v}" for k, v in sorted(facts.events.items()))
-                                           or "none"))
+    report.say(
+        "warning/error events: " + (", ".join(f"{k}={v}" for k, v in sorted(facts.events.items())) or "none")
+    )
     for name in facts.tracebacks:
         report.fail(f"unhandled exception in {name}")
     for line in facts.crashed:
@@ -640,9 +753,9 @@ def drain(engine: object, before: datetime, timeout: float) -> int:
         try:
             with engine.connect() as conn:  # type: ignore[attr-defined]
                 left = conn.execute(
-                    select(func.count()).select_from(job_runs).where(
-                        job_runs.c.state.in_(["queued", "running"]), job_runs.c.scheduled_for < before
-                    )
+                    select(func.count())
+                    .select_from(job_runs)
+                    .where(job_runs.c.state.in_(["queued", "running"]), job_runs.c.scheduled_for < before)
                 ).scalar_one()
         except Exception:  # the database is still coming back from a restart
             left = -1
@@ -658,7 +771,9 @@ def require_empty(store: Any) -> None:
     from schedctl.store.schema import job_runs, job_state
 
     with store.engine.connect() as conn:
-        used = sum(conn.execute(select(func.count()).select_from(t)).scalar_one() for t in (job_runs, job_state))
+        used = sum(
+            conn.execute(select(func.count()).select_from(t)).scalar_one() for t in (job_runs, job_state)
+        )
     if used:
         raise RuntimeError("the database already holds schedctl runs or jobs: give the harness an empty one")
 
@@ -700,8 +815,10 @@ def main() -> int:
         ledger = root / "ledger.jsonl"
         jobs_path = root / "jobs.toml"
         jobs = write_jobs(jobs_path, ledger)
-        print(f"chaos: seed {args.seed}, duration {args.duration:.0f}s, database {safe_url(db_url)}, folder {root}",
-              flush=True)
+        print(
+            f"chaos: seed {args.seed}, duration {args.duration:.0f}s, database {safe_url(db_url)}, folder {root}",
+            flush=True,
+        )
         cluster = Cluster(root, db_url, jobs_path)
         for name in ("s1", "s2", "s3", "w1", "w2", "w3"):
             cluster.start(name)
@@ -713,13 +830,19 @@ def main() -> int:
         # leave time to stop the processes (GRACE each, in parallel) and to check.
         drain(store.engine, window_end, timeout=max(5.0, min(45.0, deadline - time.monotonic() - GRACE - 20)))
         codes = cluster.stop_all(timeout=max(GRACE + 5, min(30.0, deadline - time.monotonic() - 10)))
-        report.say("\nfaults injected: " + ", ".join(
-            f"{k}={sum(1 for f in faults if f.kind == k)}" for k in sorted({f.kind for f in faults}))
-            + f" (total {len(faults)})")
+        report.say(
+            "\nfaults injected: "
+            + ", ".join(
+                f"{k}={sum(1 for f in faults if f.kind == k)}" for k in sorted({f.kind for f in faults})
+            )
+            + f" (total {len(faults)})"
+        )
         bad_exit = {n: c for n, c in codes.items() if c not in (0, -signal.SIGKILL)}
         if bad_exit:
             report.fail(f"processes that did not exit 0 on SIGTERM: {bad_exit}")
-        check(store.engine, jobs, read_ledger(ledger), faults, (window_start, window_end), cluster.logs, report)
+        check(
+            store.engine, jobs, read_ledger(ledger), faults, (window_start, window_end), cluster.logs, report
+        )
         store.dispose()
     except RuntimeError as exc:
         report.fail(f"harness: {exc}")

@@ -68,9 +68,26 @@ def start_workers(url: str, count: int, slots: int, folder: Path) -> list[subpro
     procs = []
     for i in range(count):
         log = open(folder / f"worker{i}.log", "wb")
-        argv = [sys.executable, "-m", "schedctl", "serve", "--role", "worker", "--db", url,
-                "--identity", f"bench{i}", "--slots", str(slots), "--poll-interval", "0.1",
-                "--successful-history", "100000000", "--log-level", "warning"]
+        argv = [
+            sys.executable,
+            "-m",
+            "schedctl",
+            "serve",
+            "--role",
+            "worker",
+            "--db",
+            url,
+            "--identity",
+            f"bench{i}",
+            "--slots",
+            str(slots),
+            "--poll-interval",
+            "0.1",
+            "--successful-history",
+            "100000000",
+            "--log-level",
+            "warning",
+        ]
         procs.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT))
         log.close()
     return procs
@@ -92,8 +109,14 @@ def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str) -> t
         procs = start_workers(db.url, workers, slots, folder)
         try:
             wait_ready(folder, workers, procs)
-            job = Job(id="noop", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true",
-                      concurrency=Concurrency.ALLOW)
+            job = Job(
+                id="noop",
+                schedule="* * * * *",
+                timezone="UTC",
+                catch_up=CatchUp.SKIP,
+                command="true",
+                concurrency=Concurrency.ALLOW,
+            )
             base = datetime.now(UTC) - timedelta(hours=1)
             idle_cpu = sum(_cpu_seconds(proc.pid) for proc in procs)  # start-up: imports, connecting
             start = time.perf_counter()
@@ -128,25 +151,36 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=3000)
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--postgres-url", default=DEFAULT_PG)
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}")
-    print("bare = subprocess.run(['true']) in a loop, measured right before and after each row (the machine is")
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}, Python {sys.version.split()[0]}"
+    )
+    print(
+        "bare = subprocess.run(['true']) in a loop, measured right before and after each row (the machine is"
+    )
     print("shared, so the spawn rate moves; each ratio is against the mean of its own two measurements)")
-    print(f"{'backend':<11} {'workers':>7} {'slots':>5} {'runs':>6} {'runs/s':>8} {'bare/s':>7} {'ratio':>6} "
-          f"{'worker CPU ms/run':>18}")
+    print(
+        f"{'backend':<11} {'workers':>7} {'slots':>5} {'runs':>6} {'runs/s':>8} {'bare/s':>7} {'ratio':>6} "
+        f"{'worker CPU ms/run':>18}"
+    )
     for backend in args.backends.split(","):
         for workers in (int(w) for w in args.workers.split(",")):
             before = bare_spawn_rate(1.5)
             rate, cpu_ms = measure(backend, workers, args.runs, args.slots, args.postgres_url)
             bare = (before + bare_spawn_rate(1.5)) / 2
-            print(f"{backend:<11} {workers:>7} {args.slots:>5} {args.runs:>6} {rate:>8.0f} {bare:>7.0f} "
-                  f"{rate / bare:>6.0%} {cpu_ms:>18.2f}", flush=True)
+            print(
+                f"{backend:<11} {workers:>7} {args.slots:>5} {args.runs:>6} {rate:>8.0f} {bare:>7.0f} "
+                f"{rate / bare:>6.0%} {cpu_ms:>18.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

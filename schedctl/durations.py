@@ -12,7 +12,7 @@ _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 def parse_duration(value: object) -> float:
     """Seconds in ``value``; raises ValueError with a message fit for a ``FILE:LINE:`` line."""
     if isinstance(value, bool):  # a TOML boolean is an int to Python, never a duration
-        raise ValueError(f"expected a duration such as \"90s\" or a number of seconds, got {value!r}")
+        raise ValueError(f'expected a duration such as "90s" or a number of seconds, got {value!r}')
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
@@ -27,9 +27,11 @@ def parse_duration(value: object) -> float:
                 seconds += float(match.group(1)) * _UNITS[match.group(2)]
                 pos = match.end()
             if pos != len(text) or not text:
-                raise ValueError(f"invalid duration {value!r} (write it as \"500ms\", \"90s\", \"2h30m\" or seconds)")
+                raise ValueError(
+                    f'invalid duration {value!r} (write it as "500ms", "90s", "2h30m" or seconds)'
+                )
     else:
-        raise ValueError(f"expected a duration such as \"90s\" or a number of seconds, got {value!r}")
+        raise ValueError(f'expected a duration such as "90s" or a number of seconds, got {value!r}')
     if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
         raise ValueError(f"invalid duration {value!r}: must be a finite number of seconds >= 0")
     return seconds

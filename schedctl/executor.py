@@ -191,8 +191,11 @@ class Execution:
             stdin_text = self.snapshot.get("stdin")
             extra: dict[str, Any] = {}
             if switch:
-                extra = {"user": account.pw_uid, "group": account.pw_gid,
-                         "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid)}
+                extra = {
+                    "user": account.pw_uid,
+                    "group": account.pw_gid,
+                    "extra_groups": os.getgrouplist(account.pw_name, account.pw_gid),
+                }
             self.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE if stdin_text else subprocess.DEVNULL,

@@ -143,9 +143,16 @@ class Hooks:
         hook.output.close()
         extra = {**hook.run.log_extra, "hook": hook.name, "exit_status": code, "output_tail": tail}
         if timed_out:
-            log.warning("%s hook killed after %gs", hook.name, self.timeout, extra={"event": "hook_timed_out", **extra})
+            log.warning(
+                "%s hook killed after %gs",
+                hook.name,
+                self.timeout,
+                extra={"event": "hook_timed_out", **extra},
+            )
         elif code != 0:
-            log.warning("%s hook exited with status %d", hook.name, code, extra={"event": "hook_failed", **extra})
+            log.warning(
+                "%s hook exited with status %d", hook.name, code, extra={"event": "hook_failed", **extra}
+            )
         else:
             log.info("%s hook finished", hook.name, extra={"event": "hook_finished", **extra})
 

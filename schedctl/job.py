@@ -17,7 +17,9 @@ class CatchUp(StrEnum):
 
     SKIP = "skip"  # dispatch none of them; the next tick supersedes them (cache warm, metrics rollup)
     LATEST = "latest"  # dispatch only the most recent one (nightly report)
-    ALL = "all"  # dispatch every one, in order, up to max_catch_up; beyond that refuse until replayed (billing)
+    ALL = (
+        "all"  # dispatch every one, in order, up to max_catch_up; beyond that refuse until replayed (billing)
+    )
 
 
 class Concurrency(StrEnum):
@@ -57,8 +59,12 @@ class SkipReason(StrEnum):
     CONCURRENCY = "concurrency"  # concurrency = "forbid" and a run was still active
     STARTING_DEADLINE = "starting_deadline"  # dispatch would have been later than starting_deadline
     CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime; catch_up = "skip"
-    CATCH_UP_LATEST = "catch_up_latest"  # missed during downtime; superseded by a later tick (catch_up = "latest")
-    CATCH_UP_REFUSED = "catch_up_refused"  # more missed ticks than max_catch_up; waiting for `schedctl replay`
+    CATCH_UP_LATEST = (
+        "catch_up_latest"  # missed during downtime; superseded by a later tick (catch_up = "latest")
+    )
+    CATCH_UP_REFUSED = (
+        "catch_up_refused"  # more missed ticks than max_catch_up; waiting for `schedctl replay`
+    )
     PAUSED = "paused"  # the job was paused
 
 

@@ -69,6 +69,9 @@ class Scheduler:
         self._backoff = BACKOFF_MIN
         self._buffer: list[planner.Tick] = []
         self._refusals: dict[str, str] = {}
+        # Job id -> newest tick claimed by this pass's committed batches whose last_dispatched is not yet
+        # written: a pass of many batches commits its claims first (see ``sql.dispatch``).
+        self._unadvanced: dict[str, datetime] = {}
         self.passes = 0
         self.on_queued: Callable[[], None] = lambda: None  # `--role all`: nudge this process's worker
 
@@ -188,6 +191,7 @@ class Scheduler:
     def _became_leader(self, result: lease.LeaseResult) -> None:
         self._term = result.term
         self._plan = None
+        self._unadvanced.clear()  # fenced to the old term: the new plan re-decides from job_state
         metrics.LEADER.set(1)
         metrics.LEASE_TERM.set(result.term or 0)
         log.info(
@@ -210,6 +214,7 @@ class Scheduler:
         self._plan = None
         self._buffer.clear()
         self._refusals.clear()
+        self._unadvanced.clear()
         metrics.LEADER.set(0)
 
     def _database_down(self, exc: StoreError) -> None:
@@ -336,12 +341,21 @@ class Scheduler:
             self._flush(self.settings.batch_size)
 
     def _flush(self, limit: int | None = None) -> None:
-        """Write up to ``limit`` buffered ticks in one fenced transaction, renewing first when due."""
+        """Write up to ``limit`` buffered ticks in one fenced transaction, renewing first when due.
+
+        Without ``limit`` this is the end of a pass. A pass that fits in one batch claims and advances in
+        one transaction; a bigger one defers every batch's last_dispatched write until all its claims are
+        committed, so the last of 100,000 claims does not wait behind 100,000 bookkeeping updates.
+        """
+        final = limit is None
         if not self._buffer:
+            if final:
+                self._write_unadvanced()
             return
         if not self._yield_to_renewal():
             self._buffer.clear()
             self._refusals.clear()
+            self._unadvanced.clear()
             return
         batch = self._buffer[:limit] if limit else self._buffer[:]
         del self._buffer[: len(batch)]
@@ -352,10 +366,30 @@ class Scheduler:
             for job_id in refusals:
                 del self._refusals[job_id]
         assert self._jobs is not None
-        result = sql.dispatch(self.store, self._fence(), batch, self._jobs, self.now(), refusals)
+        defer = not final or bool(self._unadvanced)
+        result = sql.dispatch(
+            self.store, self._fence(), batch, self._jobs, self.now(), refusals, advance=not defer
+        )
         if result.queued:
             self.on_queued()
         _count(result, refusals)
+        if defer:
+            for job_id, at in result.newest.items():
+                seen = self._unadvanced.get(job_id)
+                if seen is None or at > seen:
+                    self._unadvanced[job_id] = at
+            if final:
+                self._write_unadvanced()
+
+    def _write_unadvanced(self) -> None:
+        """The deferred last_dispatched writes of a pass, in fenced batches with renewals between them."""
+        pending = list(self._unadvanced.items())
+        self._unadvanced.clear()
+        size = self.settings.batch_size
+        for start in range(0, len(pending), size):
+            if not self._yield_to_renewal():
+                return
+            sql.advance(self.store, self._fence(), dict(pending[start : start + size]), self.now())
 
     def _yield_to_renewal(self) -> bool:
         """Between two batches: renew when due, so 100,000 due ticks never cost the lease.

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 def default_identity() -> str:
     """``HOST:PID:SUFFIX``; the random suffix keeps a reused PID in a new container from looking like the old holder."""
-    return os.environ.get("SCHEDCTL_IDENTITY") or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    return (
+        os.environ.get("SCHEDCTL_IDENTITY") or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    )
 
 
 @dataclass(frozen=True)

@@ -315,8 +315,12 @@ class Worker:
         note = f"outcome stored without its output: the database refused it ({str(exc)[:300]})"
         for pending in batch:
             pending.outcome = replace(pending.outcome, output_tail=None, error=note)
-        log.error("the database refused %d outcomes; storing them without their output: %s", len(batch), exc,
-                  extra={"event": "outcome_rejected"})
+        log.error(
+            "the database refused %d outcomes; storing them without their output: %s",
+            len(batch),
+            exc,
+            extra={"event": "outcome_rejected"},
+        )
 
     def _start(self, run: sql.ClaimedRun) -> None:
         ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
@@ -328,8 +332,9 @@ class Worker:
                 extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
             )
         if not run.snapshot:
-            outcome = sql.Outcome(run.job_id, run.scheduled_for, run.attempt, "failed",
-                                  error="the run carries no job snapshot")
+            outcome = sql.Outcome(
+                run.job_id, run.scheduled_for, run.attempt, "failed", error="the run carries no job snapshot"
+            )
             self._pending.append(_Pending(outcome, 0.0, self.clock.monotonic()))
             return
         self._note_user(run)
@@ -351,7 +356,11 @@ class Worker:
                 self._register(fd, run.key)
         if execution.exit_fd is None:
             self._check.add(run.key)  # it could not start, or there is no pidfd: look at it next turn
-        log.info("run started (pid %s)", execution.pid, extra={"event": "run_started", "pid": execution.pid, **extra})
+        log.info(
+            "run started (pid %s)",
+            execution.pid,
+            extra={"event": "run_started", "pid": execution.pid, **extra},
+        )
 
     def _note_user(self, run: sql.ClaimedRun) -> None:
         """Say once per job that its ``user`` is informational here (the scheduler says so at start too)."""
@@ -361,7 +370,11 @@ class Worker:
         self._user_noted.add(run.job_id)
         if self.settings.run_as_job_user and os.geteuid() == 0:
             return
-        why = "--run-as-job-user is not given" if not self.settings.run_as_job_user else "the worker is not root"
+        why = (
+            "--run-as-job-user is not given"
+            if not self.settings.run_as_job_user
+            else "the worker is not root"
+        )
         log.info(
             "job names user %s but %s: it runs as this worker's user",
             user,
@@ -388,7 +401,9 @@ class Worker:
             for active, _ in saves:
                 active.execution.reread_checkpoint()
             self._store_failed("beat", exc)
-            self._next_beat = self.clock.monotonic() + min(self._backoff["beat"], self.settings.heartbeat_interval)
+            self._next_beat = self.clock.monotonic() + min(
+                self._backoff["beat"], self.settings.heartbeat_interval
+            )
             return
         self._store_ok("beat")
         self._next_beat = self.clock.monotonic() + self.settings.heartbeat_interval
@@ -397,7 +412,10 @@ class Worker:
         for key in result.cancel:
             active = self._active[key]
             if active.execution.stop_reason is None:
-                log.info("cancel requested: stopping the run", extra={"event": "run_cancel", **active.execution.run.log_extra})
+                log.info(
+                    "cancel requested: stopping the run",
+                    extra={"event": "run_cancel", **active.execution.run.log_extra},
+                )
             active.execution.stop("cancelled")
 
     def _lose(self, active: _Active) -> None:
@@ -429,7 +447,12 @@ class Worker:
             execution = active.execution
             if not active.lost:
                 self._pending.append(
-                    _Pending(self._outcome(active), execution.duration(), self.clock.monotonic(), execution.snapshot)
+                    _Pending(
+                        self._outcome(active),
+                        execution.duration(),
+                        self.clock.monotonic(),
+                        execution.snapshot,
+                    )
                 )
             execution.cleanup()
         metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
@@ -475,15 +498,26 @@ class Worker:
             return
         self._touched.add(o.job_id)
         if o.state == "queued" and o.retry_after is not None:
-            log.warning("run failed (%s); retry in %.3gs", o.error, o.retry_after,
-                        extra={"event": "run_retry_scheduled", "state": "queued", **extra})
+            log.warning(
+                "run failed (%s); retry in %.3gs",
+                o.error,
+                o.retry_after,
+                extra={"event": "run_retry_scheduled", "state": "queued", **extra},
+            )
             return
         if o.state == "queued":
-            log.info("run handed back for another worker to resume", extra={"event": "run_handed_back", **extra})
+            log.info(
+                "run handed back for another worker to resume", extra={"event": "run_handed_back", **extra}
+            )
             return
         level = logging.INFO if o.state == "succeeded" else logging.WARNING
-        log.log(level, "run %s in %.3fs", o.state, pending.duration,
-                extra={"event": "run_finished", "state": o.state, "duration_seconds": pending.duration, **extra})
+        log.log(
+            level,
+            "run %s in %.3fs",
+            o.state,
+            pending.duration,
+            extra={"event": "run_finished", "state": o.state, "duration_seconds": pending.duration, **extra},
+        )
         metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
         metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
         if o.state == "succeeded":
@@ -491,7 +525,10 @@ class Worker:
         if pending.snapshot is not None:
             # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
             self._hooks.fire(
-                pending.snapshot, RunIdentity(o.job_id, o.scheduled_for, o.attempt), o.state, o.exit_status,
+                pending.snapshot,
+                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
+                o.state,
+                o.exit_status,
                 o.output_tail,
             )
 
@@ -608,4 +645,3 @@ class Worker:
         shutil.rmtree(self._root, ignore_errors=True)
         metrics.WORKER_ACTIVE_RUNS.set(0)
         health.unregister("worker")
-

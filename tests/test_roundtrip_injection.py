@@ -77,7 +77,7 @@ def argv_job(pwned: Path) -> Job:
 def shell_job(pwned: Path) -> Job:
     """A string command is a shell line the user wrote: its own syntax runs, the values inside env do not."""
     values = hostile(pwned)
-    script = f"{sys.executable} -c \"$HOSTILE_PROBE\" \"$HOSTILE_1\" \"$HOSTILE_3\" 'lit;eral' \"$HOSTILE_6\""
+    script = f'{sys.executable} -c "$HOSTILE_PROBE" "$HOSTILE_1" "$HOSTILE_3" \'lit;eral\' "$HOSTILE_6"'
     return Job(
         id="hostile.shell",
         schedule="* * * * *",
@@ -167,8 +167,9 @@ def test_hostile_output_and_checkpoints_survive_the_database(store: Any, tmp_pat
     checkpoint = {"values": values, "nested": {values[4]: [values[2], None, 1.5, True]}}
     with store.begin() as conn:
         assert claims.save_checkpoint(conn, run.job_id, run.scheduled_for, run.attempt, checkpoint)
-        handed = claims.Outcome(run.job_id, run.scheduled_for, run.attempt, "queued",
-                                checkpoint=checkpoint, save_checkpoint=True)
+        handed = claims.Outcome(
+            run.job_id, run.scheduled_for, run.attempt, "queued", checkpoint=checkpoint, save_checkpoint=True
+        )
         assert claims.record_many(conn, [handed]) == [True]
     with store.begin() as conn:
         (again,) = claims.claim(conn, "worker-2", 10, [""], 60.0)
@@ -179,8 +180,15 @@ def test_hostile_output_and_checkpoints_survive_the_database(store: Any, tmp_pat
 
     tail = execution.tail.text() + "\n".join(values)
     error = values[2] + values[4]
-    finished = claims.Outcome(again.job_id, again.scheduled_for, again.attempt, "failed", exit_status=1,
-                              output_tail=tail, error=error)
+    finished = claims.Outcome(
+        again.job_id,
+        again.scheduled_for,
+        again.attempt,
+        "failed",
+        exit_status=1,
+        output_tail=tail,
+        error=error,
+    )
     with store.begin() as conn:
         assert claims.record_many(conn, [finished]) == [True]
     with store.connect() as conn:
@@ -191,7 +199,7 @@ def test_hostile_output_and_checkpoints_survive_the_database(store: Any, tmp_pat
 
 @pytest.mark.parametrize(
     "job_id",
-    ['a;b', "a b", "a'b", 'a"b', "a\nb", "café", "A", "-x", "a$(id)", "a/b", ""],
+    ["a;b", "a b", "a'b", 'a"b', "a\nb", "café", "A", "-x", "a$(id)", "a/b", ""],
 )
 def test_a_job_id_outside_the_allowed_alphabet_is_one_clear_error(job_id: str) -> None:
     from schedctl.errors import ConfigError
@@ -206,8 +214,14 @@ def test_a_job_id_outside_the_allowed_alphabet_is_one_clear_error(job_id: str) -
 
 
 def test_a_long_run_of_allowed_punctuation_in_an_id_round_trips(store: Any, tmp_path: Path) -> None:
-    job = Job(id="a.-_" * 60 + "z", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP,
-              command=(sys.executable, "-c", PROBE), concurrency=Concurrency.ALLOW)
+    job = Job(
+        id="a.-_" * 60 + "z",
+        schedule="* * * * *",
+        timezone="UTC",
+        catch_up=CatchUp.SKIP,
+        command=(sys.executable, "-c", PROBE),
+        concurrency=Concurrency.ALLOW,
+    )
     jobs = through_toml([job])
     run = through_database(store, jobs)[job.id]
     assert received(execute(run, tmp_path))["env"]["SCHEDCTL_JOB_ID"] == job.id

@@ -64,7 +64,11 @@ class LazyGroup(click.Group):
         """Command names complete from COMMANDS, so <TAB> does not import every command module."""
         from click.shell_completion import CompletionItem
 
-        names = [CompletionItem(n, help=COMMANDS[n][2]) for n in self.list_commands(ctx) if n.startswith(incomplete)]
+        names = [
+            CompletionItem(n, help=COMMANDS[n][2])
+            for n in self.list_commands(ctx)
+            if n.startswith(incomplete)
+        ]
         return names + click.Command.shell_complete(self, ctx, incomplete)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -19,7 +19,11 @@ from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 DEFAULT_URL = "sqlite:///schedctl.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-_DEFAULT_DRIVERS = {"postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql", "mariadb": "mariadb+pymysql"}
+_DEFAULT_DRIVERS = {
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
 
 
 def parse_url(url: str | URL) -> URL:

@@ -23,6 +23,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal_column,
     or_,
     select,
     tuple_,
@@ -106,7 +107,17 @@ def claim(
     """
     if limit <= 0:
         return []
-    rows = conn.execute(_candidates(limit, labels, stale_after, conn)).mappings().all()
+    stale_query, queued_query = _candidate_queries(tuple(labels))
+    # Stale runs first: they were due before anything still queued behind them.
+    rows = list(
+        conn.execute(
+            lock_for_claim(stale_query.params(limit=limit, stale=-float(stale_after)), conn)
+        ).mappings()
+    )
+    if len(rows) < limit:
+        rows += (
+            conn.execute(lock_for_claim(queued_query.params(limit=limit - len(rows)), conn)).mappings().all()
+        )
     claimed: list[ClaimedRun] = []
     plain = [r for r in rows if r["concurrency"] != "forbid"]
     if plain:
@@ -124,49 +135,66 @@ def claim(
     return claimed
 
 
-def _candidates(limit: int, labels: Sequence[str], stale_after: float, conn: Connection) -> Any:
-    query = _candidate_query(tuple(labels))
-    return lock_for_claim(query.params(limit=limit, stale=-float(stale_after)), conn)
+# Inline literals, not bound parameters: a planner matches a partial index's `state = 'queued'` only against
+# the same constant in the query (PostgreSQL's generic plans and SQLite never see a parameter's value).
+QUEUED: Any = literal_column("'queued'")
+RUNNING: Any = literal_column("'running'")
 
 
 @functools.lru_cache(maxsize=32)
-def _candidate_query(labels: tuple[str, ...]) -> Any:
-    """Built once per label set: constructing this expression costs more than running it on SQLite."""
+def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
+    """(stale running runs, due queued runs), each walking its own index in order and stopping at its limit.
+
+    One query with ``queued OR stale`` could use neither index and sorted the whole queue on every claim.
+    Built once per label set: constructing these expressions costs more than running them on SQLite.
+    """
     r = job_runs.c
     other = job_runs.alias("other")
     o = other.c
-    queued_due = and_(r.state == "queued", or_(r.not_before.is_(None), r.not_before <= db_now()))
-    stale = and_(r.state == "running", r.heartbeat_at < db_now_plus(bindparam("stale", type_=Float)))
     # In scheduled order: a queued forbid run waits for every earlier one and for any running one.
     forbid_queued_blocked = exists().where(
         o.job_id == r.job_id,
-        or_(o.state == "running", and_(o.state == "queued", o.scheduled_for < r.scheduled_for)),
+        or_(o.state == RUNNING, and_(o.state == QUEUED, o.scheduled_for < r.scheduled_for)),
     )
     forbid_running_blocked = exists().where(
-        o.job_id == r.job_id, o.state == "running", o.scheduled_for != r.scheduled_for
+        o.job_id == r.job_id, o.state == RUNNING, o.scheduled_for != r.scheduled_for
     )
-    forbid_ok = or_(
-        r.concurrency != "forbid",
-        and_(r.state == "queued", ~forbid_queued_blocked),
-        and_(r.state == "running", ~forbid_running_blocked),
+    columns = (
+        r.job_id,
+        r.scheduled_for,
+        r.state,
+        r.attempt,
+        r.failures,
+        r.worker,
+        r.snapshot,
+        r.checkpoint,
+        r.manual,
+        r.concurrency,
     )
-    return (
-        select(
-            r.job_id,
-            r.scheduled_for,
-            r.state,
-            r.attempt,
-            r.failures,
-            r.worker,
-            r.snapshot,
-            r.checkpoint,
-            r.manual,
-            r.concurrency,
+    limit = bindparam("limit", type_=Integer)
+    stale = (
+        select(*columns)
+        .where(
+            r.state == RUNNING,
+            r.heartbeat_at < db_now_plus(bindparam("stale", type_=Float)),
+            r.labels_key.in_(list(labels)),
+            or_(r.concurrency != "forbid", ~forbid_running_blocked),
         )
-        .where(or_(queued_due, stale), r.labels_key.in_(list(labels)), forbid_ok)
-        .order_by(r.scheduled_for, r.job_id)
-        .limit(bindparam("limit", type_=Integer))
+        .order_by(r.heartbeat_at)
+        .limit(limit)
     )
+    queued = (
+        select(*columns)
+        .where(
+            r.state == QUEUED,
+            or_(r.not_before.is_(None), r.not_before <= db_now()),
+            r.labels_key.in_(list(labels)),
+            or_(r.concurrency != "forbid", ~forbid_queued_blocked),
+        )
+        .order_by(r.state, r.scheduled_for, r.job_id)
+        .limit(limit)
+    )
+    return stale, queued
 
 
 def _claim_update(identity: str, exclusive: bool) -> Any:
@@ -184,9 +212,16 @@ def _claim_update(identity: str, exclusive: bool) -> Any:
 
 def _keys_at_attempt(rows: Iterable[Any]) -> Any:
     r = job_runs.c
-    return tuple_(r.job_id, r.scheduled_for, r.attempt).in_(
-        [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in rows]
+    return _keys_in(
+        (r.job_id, r.scheduled_for, r.attempt),
+        [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in rows],
     )
+
+
+def _keys_in(columns: tuple[Any, ...], keys: Sequence[tuple[Any, ...]]) -> Any:
+    """``(job_id, ...) IN keys``, plus ``job_id IN`` their ids: SQLite answers a row-value IN with a scan
+    of the whole table, and the plain IN lets it (and every other planner) go by the primary key."""
+    return and_(columns[0].in_(sorted({k[0] for k in keys})), tuple_(*columns).in_(list(keys)))
 
 
 def _claimed(row: Any) -> ClaimedRun:
@@ -213,12 +248,12 @@ def heartbeat(conn: Connection, identity: str, runs: Sequence[tuple[str, datetim
     r = job_runs.c
     conn.execute(
         update(job_runs)
-        .where(tuple_(r.job_id, r.scheduled_for, r.attempt).in_(list(runs)), r.state == "running")
+        .where(_keys_in((r.job_id, r.scheduled_for, r.attempt), runs), r.state == "running")
         .values(heartbeat_at=db_now())
     )
     current = conn.execute(
         select(r.job_id, r.scheduled_for, r.attempt, r.state, r.worker, r.cancel_requested).where(
-            tuple_(r.job_id, r.scheduled_for).in_([(j, s) for j, s, _ in runs])
+            _keys_in((r.job_id, r.scheduled_for), [(j, s) for j, s, _ in runs])
         )
     ).all()
     held = {
@@ -235,7 +270,9 @@ def save_checkpoint(conn: Connection, job_id: str, scheduled_for: datetime, atte
     r = job_runs.c
     result = conn.execute(
         update(job_runs)
-        .where(r.job_id == job_id, r.scheduled_for == scheduled_for, r.attempt == attempt, r.state == "running")
+        .where(
+            r.job_id == job_id, r.scheduled_for == scheduled_for, r.attempt == attempt, r.state == "running"
+        )
         .values(checkpoint=value)
     )
     return bool(result.rowcount)
@@ -270,7 +307,7 @@ def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
         (row.job_id, row.scheduled_for, row.attempt)
         for row in conn.execute(
             select(r.job_id, r.scheduled_for, r.attempt).where(
-                tuple_(r.job_id, r.scheduled_for, r.attempt).in_(keys), r.state != "running"
+                _keys_in((r.job_id, r.scheduled_for, r.attempt), keys), r.state != "running"
             )
         )
     }
@@ -287,9 +324,16 @@ def _shape(outcome: Outcome) -> tuple[str, bool]:
 
 def _params(o: Outcome) -> dict[str, Any]:
     return {
-        "b_job_id": o.job_id, "b_scheduled_for": o.scheduled_for, "b_attempt": o.attempt, "b_state": o.state,
-        "b_exit_status": o.exit_status, "b_output_tail": _storable(o.output_tail), "b_error": _storable(o.error),
-        "b_reason": o.reason, "b_checkpoint": o.checkpoint, "b_retry_after": float(o.retry_after or 0.0),
+        "b_job_id": o.job_id,
+        "b_scheduled_for": o.scheduled_for,
+        "b_attempt": o.attempt,
+        "b_state": o.state,
+        "b_exit_status": o.exit_status,
+        "b_output_tail": _storable(o.output_tail),
+        "b_error": _storable(o.error),
+        "b_reason": o.reason,
+        "b_checkpoint": o.checkpoint,
+        "b_retry_after": float(o.retry_after or 0.0),
     }
 
 
@@ -395,7 +439,10 @@ def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: 
     if moved.rowcount:
         conn.execute(
             insert(job_events).values(
-                job_id=job_id, at=db_now(), kind="pruned", detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}"
+                job_id=job_id,
+                at=db_now(),
+                kind="pruned",
+                detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}",
             )
         )
 

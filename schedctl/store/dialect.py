@@ -63,7 +63,9 @@ def _pg_now_plus(element: Any, compiler: Any, **kw: Any) -> str:
 @compiles(db_now_plus, "mariadb")
 def _my_now_plus(element: Any, compiler: Any, **kw: Any) -> str:
     (seconds,) = list(element.clauses)
-    return f"DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ROUND({compiler.process(seconds, **kw)} * 1000000) MICROSECOND)"
+    return (
+        f"DATE_ADD(UTC_TIMESTAMP(6), INTERVAL ROUND({compiler.process(seconds, **kw)} * 1000000) MICROSECOND)"
+    )
 
 
 @compiles(db_now_plus, "sqlite")
@@ -141,7 +143,9 @@ def in_list(conn: Connection, column: Any, values: list[Any]) -> Any:
         from sqlalchemy import func, literal_column
 
         # SQLite's json_each: one text parameter, the same idea as PostgreSQL's array.
-        return column.in_(select(literal_column("value")).select_from(func.json_each(json.dumps(list(values)))))
+        return column.in_(
+            select(literal_column("value")).select_from(func.json_each(json.dumps(list(values))))
+        )
     return column.in_(list(values))
 
 

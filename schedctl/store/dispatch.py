@@ -24,6 +24,7 @@ from schedctl.store.dialect import in_list, insert_ignore_columns, insert_ignore
 from schedctl.store.schema import job_events, job_runs, job_state
 
 IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
+ARRAY_CHUNK = 20000  # ids per array or JSON parameter: fewer statements, each still a modest parameter
 NOTIFY_CHANNEL = "schedctl_runs"
 _ACTIVE = (RunState.QUEUED.value, RunState.RUNNING.value)
 
@@ -69,6 +70,7 @@ class DispatchResult:
     inserted: int = 0  # rows new in job_runs (a tick another leader claimed first counts zero)
     queued: list[Tick] = field(default_factory=list)  # as decided after the concurrency check
     skipped: list[Tick] = field(default_factory=list)
+    newest: dict[str, datetime] = field(default_factory=dict)  # job id -> newest tick decided in the batch
 
 
 _STATE_COLUMNS = (
@@ -159,10 +161,15 @@ def dispatch(
     jobs: Mapping[str, Job],
     now: datetime,
     refusals: Mapping[str, str] | None = None,
+    advance: bool = True,
 ) -> DispatchResult:
     """Claim ``ticks`` in one fenced transaction and move each job's last dispatched tick forward.
 
-    ``refusals`` (job id -> sentence) marks jobs whose catch-up was refused in this batch.
+    ``refusals`` (job id -> sentence) marks jobs whose catch-up was refused in this batch. With
+    ``advance=False`` the last dispatched ticks are left to a later ``advance`` call (``result.newest``
+    holds them): a pass of many batches commits every claim first and its bookkeeping after. That order
+    is safe because the run rows are the claims: a watermark behind them only makes a new leader
+    re-decide ticks that the primary key then ignores, while one ahead of them would lose ticks.
     """
     # One look-up per tick for everything its job contributes (row values, forbid, replace): a batch of a
     # 100,000-job boundary spends its client time here, not in the database.
@@ -176,7 +183,9 @@ def dispatch(
         )
         _cancel_replaced(conn, decided, statics)
         result.inserted = _insert_rows(conn, decided, statics, fence.term, now)
-        _advance(conn, decided, now)
+        result.newest = newest_ticks(decided)
+        if advance:
+            _advance(conn, result.newest, now)
         if refusals:
             _refuse(conn, refusals, now)
         if result.queued and conn.dialect.name == "postgresql":
@@ -220,7 +229,7 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
 def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
     """The jobs among ``job_ids`` with a queued or running run."""
     busy: set[str] = set()
-    for chunk in _chunks(list(job_ids)):
+    for chunk in _chunks(list(job_ids), _array_chunk(conn)):
         query = (
             select(job_runs.c.job_id)
             .where(job_runs.c.state.in_(_ACTIVE), in_list(conn, job_runs.c.job_id, chunk))
@@ -237,7 +246,7 @@ def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequenc
         if static[3] is Concurrency.REPLACE and tick.state is _QUEUED:
             newest[tick.job_id] = max(tick.scheduled_for, newest.get(tick.job_id, tick.scheduled_for))
     for at, ids in _by_value(newest).items():
-        for chunk in _chunks(ids):
+        for chunk in _chunks(ids, _array_chunk(conn)):
             conn.execute(
                 update(job_runs)
                 .where(
@@ -312,14 +321,27 @@ def _static(job: Job) -> _Static:
     return cached[1]
 
 
-def _advance(conn: Connection, ticks: Sequence[Tick], now: datetime) -> None:
-    """Move last_dispatched forward (never back) in one UPDATE per distinct tick, not one per job."""
-    newest: dict[str, datetime] = {}
+def newest_ticks(ticks: Iterable[Tick], into: dict[str, datetime] | None = None) -> dict[str, datetime]:
+    """Job id -> the newest of its ``ticks`` (merged into ``into`` when given)."""
+    newest: dict[str, datetime] = {} if into is None else into
     for tick in ticks:
-        if tick.job_id not in newest or tick.scheduled_for > newest[tick.job_id]:
+        seen = newest.get(tick.job_id)
+        if seen is None or tick.scheduled_for > seen:
             newest[tick.job_id] = tick.scheduled_for
+    return newest
+
+
+def advance(store: Store, fence: Fence, newest: Mapping[str, datetime], now: datetime) -> None:
+    """The last dispatched ticks of a pass whose claims ``dispatch(advance=False)`` already committed."""
+    with store.begin() as conn:
+        _fence(conn, fence)
+        _advance(conn, newest, now)
+
+
+def _advance(conn: Connection, newest: Mapping[str, datetime], now: datetime) -> None:
+    """Move last_dispatched forward (never back) in one UPDATE per distinct tick, not one per job."""
     for at, ids in _by_value(newest).items():
-        for chunk in _chunks(ids):
+        for chunk in _chunks(ids, _array_chunk(conn)):
             conn.execute(
                 update(job_state)
                 .where(
@@ -350,6 +372,11 @@ def _by_value(mapping: Mapping[str, datetime]) -> dict[datetime, list[str]]:
     return groups
 
 
-def _chunks(items: Sequence[str]) -> Iterable[list[str]]:
-    for start in range(0, len(items), IN_CHUNK):
-        yield list(items[start : start + IN_CHUNK])
+def _array_chunk(conn: Connection) -> int:
+    """IDs per ``in_list``: PostgreSQL and SQLite send the list as one parameter, so any length fits."""
+    return ARRAY_CHUNK if conn.dialect.name in ("postgresql", "sqlite") else IN_CHUNK
+
+
+def _chunks(items: Sequence[str], size: int = IN_CHUNK) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])

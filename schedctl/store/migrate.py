@@ -121,8 +121,9 @@ def mismatch_message(status: SchemaStatus, target: str) -> str:
     )
 
 
-def upgrade(store: Store) -> UpgradeResult:
-    """Bring the schema to this schedctl's head. Safe to repeat; refuses a database a newer schedctl upgraded."""
+def upgrade(store: Store, revision: str = "head") -> UpgradeResult:
+    """Bring the schema to this schedctl's head (or ``revision``). Safe to repeat; refuses a database a newer
+    schedctl upgraded."""
     from alembic import command
     from alembic.util import CommandError
 
@@ -137,7 +138,7 @@ def upgrade(store: Store) -> UpgradeResult:
             status = SchemaStatus(before, script.get_current_head() or "", ok=False, known=False)
             raise SchemaMismatch(mismatch_message(status, describe_target(store.url)))
         try:
-            command.upgrade(alembic_config(conn), "head")
+            command.upgrade(alembic_config(conn), revision)
         except CommandError as exc:
             raise SchemaMismatch(f"cannot upgrade {describe_target(store.url)}: {exc}") from None
         after = _current_revision(conn) or ""

@@ -16,8 +16,19 @@ from schedctl.store.dialect import db_now
 from schedctl.store.schema import job_runs
 
 _COLUMNS = (
-    "job_id", "scheduled_for", "state", "attempt", "worker", "started_at", "finished_at", "exit_status",
-    "manual", "reason", "error", "cancel_requested", "failures",
+    "job_id",
+    "scheduled_for",
+    "state",
+    "attempt",
+    "worker",
+    "started_at",
+    "finished_at",
+    "exit_status",
+    "manual",
+    "reason",
+    "error",
+    "cancel_requested",
+    "failures",
 )
 
 
@@ -51,7 +62,9 @@ def _view(row: Any) -> RunView:
     return RunView(**values)
 
 
-def list_runs(store: Store, job_id: str | None = None, state: str | None = None, limit: int = 20) -> list[RunView]:
+def list_runs(
+    store: Store, job_id: str | None = None, state: str | None = None, limit: int = 20
+) -> list[RunView]:
     """The newest runs first (by tick), optionally of one job and in one state."""
     r = job_runs.c
     query = select(*(r[name] for name in _COLUMNS)).order_by(r.scheduled_for.desc(), r.job_id).limit(limit)
@@ -96,12 +109,19 @@ def cancel(store: Store, job_id: str, scheduled_for: datetime) -> str:
         queued = conn.execute(
             update(job_runs)
             .where(*key, r.state == "queued")
-            .values(state="cancelled", finished_at=db_now(), reason="cancelled", error="cancelled on request",
-                    exclusive=None)
+            .values(
+                state="cancelled",
+                finished_at=db_now(),
+                reason="cancelled",
+                error="cancelled on request",
+                exclusive=None,
+            )
         )
         if queued.rowcount:
             return "cancelled"
-        running = conn.execute(update(job_runs).where(*key, r.state == "running").values(cancel_requested=True))
+        running = conn.execute(
+            update(job_runs).where(*key, r.state == "running").values(cancel_requested=True)
+        )
         if running.rowcount:
             return "cancel_requested"
         state = conn.execute(select(r.state).where(*key)).scalar_one_or_none()

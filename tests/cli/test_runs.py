@@ -33,15 +33,34 @@ def env(tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'schedctl.db'}"
     store = open_store(url)
     upgrade(store)
-    job = Job(id="report", schedule="0 6 * * *", timezone="Europe/London", catch_up=CatchUp.LATEST,
-              command="bin/report --daily", concurrency=Concurrency.FORBID)
+    job = Job(
+        id="report",
+        schedule="0 6 * * *",
+        timezone="Europe/London",
+        catch_up=CatchUp.LATEST,
+        command="bin/report --daily",
+        concurrency=Concurrency.FORBID,
+    )
     with store.begin() as conn:
         claims.queue_runs(conn, job, [T, T + timedelta(days=1), T + timedelta(days=2)])
-        conn.execute(update(job_runs).where(job_runs.c.scheduled_for == T).values(
-            state="succeeded", attempt=1, worker="w1", started_at=T, finished_at=T + timedelta(seconds=90),
-            exit_status=0, output_tail="rows: 42\n"))
-        conn.execute(update(job_runs).where(job_runs.c.scheduled_for == T + timedelta(days=1)).values(
-            state="running", attempt=2, worker="w2", started_at=T + timedelta(days=1)))
+        conn.execute(
+            update(job_runs)
+            .where(job_runs.c.scheduled_for == T)
+            .values(
+                state="succeeded",
+                attempt=1,
+                worker="w1",
+                started_at=T,
+                finished_at=T + timedelta(seconds=90),
+                exit_status=0,
+                output_tail="rows: 42\n",
+            )
+        )
+        conn.execute(
+            update(job_runs)
+            .where(job_runs.c.scheduled_for == T + timedelta(days=1))
+            .values(state="running", attempt=2, worker="w2", started_at=T + timedelta(days=1))
+        )
     yield {"db": url, "jobs": str(tmp_path / "schedctl.toml"), "store": store}
     store.dispose()
 
@@ -60,8 +79,19 @@ def test_runs_json_lists_newest_first_with_the_documented_fields(env):
         ("2026-03-01T06:00:00+00:00", "succeeded", 1),
     ]
     assert got[2]["duration_seconds"] == 90.0 and got[2]["exit_status"] == 0 and got[2]["worker"] == "w1"
-    assert set(got[0]) >= {"job_id", "scheduled_for", "state", "attempt", "worker", "started_at", "finished_at",
-                           "duration_seconds", "exit_status", "manual", "reason"}
+    assert set(got[0]) >= {
+        "job_id",
+        "scheduled_for",
+        "state",
+        "attempt",
+        "worker",
+        "started_at",
+        "finished_at",
+        "duration_seconds",
+        "exit_status",
+        "manual",
+        "reason",
+    }
 
 
 def test_runs_table_filters_by_state(env):
@@ -89,9 +119,16 @@ def test_cancel_a_queued_run_at_once_and_a_running_one_through_its_worker(env):
     running = invoke(env, "cancel", "report", "2026-03-02T07:00:00+01:00")
     assert running.exit_code == 0 and "cancel requested" in running.output
     with env["store"].begin() as conn:
-        got = conn.execute(select(job_runs.c.scheduled_for, job_runs.c.state, job_runs.c.cancel_requested)
-                           .order_by(job_runs.c.scheduled_for)).all()
-    assert [(s, bool(c)) for _, s, c in got] == [("succeeded", False), ("running", True), ("cancelled", False)]
+        got = conn.execute(
+            select(job_runs.c.scheduled_for, job_runs.c.state, job_runs.c.cancel_requested).order_by(
+                job_runs.c.scheduled_for
+            )
+        ).all()
+    assert [(s, bool(c)) for _, s, c in got] == [
+        ("succeeded", False),
+        ("running", True),
+        ("cancelled", False),
+    ]
     done = invoke(env, "cancel", "report", "2026-03-01T06:00:00Z")
     assert isinstance(done.exception, SchedctlError) and "already ended" in str(done.exception)
     bad = invoke(env, "cancel", "report", "yesterday")

@@ -50,8 +50,9 @@ def test_chaos_on_a_private_postgresql_keeps_every_guarantee() -> None:
 
 
 def test_chaos_on_sqlite_keeps_every_guarantee(tmp_path: Path) -> None:
-    output = run_harness("--duration", "35", "--seed", "7", "--db", f"sqlite:///{tmp_path / 'chaos.db'}",
-                         timeout=120)
+    output = run_harness(
+        "--duration", "35", "--seed", "7", "--db", f"sqlite:///{tmp_path / 'chaos.db'}", timeout=120
+    )
     assert "faults injected:" in output and "db_restart" not in output
 
 

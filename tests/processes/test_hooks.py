@@ -33,8 +33,15 @@ HOOK = (
 def _job(job_id: str, command: str, ledger: Path, **kw: object) -> Job:
     hook = (sys.executable, "-c", HOOK, str(ledger))
     return Job(
-        id=job_id, schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command=command,
-        concurrency=Concurrency.ALLOW, env={"MAILTO": "ops@example.com"}, on_failure=hook, on_success=hook,
+        id=job_id,
+        schedule="* * * * *",
+        timezone="UTC",
+        catch_up=CatchUp.SKIP,
+        command=command,
+        concurrency=Concurrency.ALLOW,
+        env={"MAILTO": "ops@example.com"},
+        on_failure=hook,
+        on_success=hook,
         **kw,  # type: ignore[arg-type]
     )
 
@@ -52,9 +59,23 @@ def test_hooks_see_the_outcome_and_only_the_jobs_environment(db_url: str, tmp_pa
             claims.queue_runs(conn, job, [at])
     log = open(tmp_path / "worker.log", "ab")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "schedctl", "serve", "--role", "worker", "--db", db_url, "--poll-interval", "0.2",
-         "--log-format", "json"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "SCHEDCTL_DATABASE_URL": db_url},
+        [
+            sys.executable,
+            "-m",
+            "schedctl",
+            "serve",
+            "--role",
+            "worker",
+            "--db",
+            db_url,
+            "--poll-interval",
+            "0.2",
+            "--log-format",
+            "json",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "SCHEDCTL_DATABASE_URL": db_url},
     )
     log.close()
     try:

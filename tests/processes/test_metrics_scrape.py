@@ -235,7 +235,9 @@ def test_probes_answer_while_the_database_is_down(tmp_path: Path) -> None:
             stdout=subprocess.DEVNULL, stderr=log_file, text=True, cwd=tmp_path, env=env,
         )  # fmt: skip
     try:
-        status = _wait_for(lambda: _get(port, "/livez")[0], 15, "/livez while the database is down", proc, log)
+        status = _wait_for(
+            lambda: _get(port, "/livez")[0], 15, "/livez while the database is down", proc, log
+        )
         assert status == 200
         ready, body = _get(port, "/readyz")
         assert ready == 503

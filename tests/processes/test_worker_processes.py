@@ -34,7 +34,16 @@ from schedctl.worker import Worker
 
 pytestmark = pytest.mark.processes
 
-FAST = ["--poll-interval", "0.2", "--heartbeat-interval", "0.5", "--stale-after", "3", "--successful-history", "1000"]
+FAST = [
+    "--poll-interval",
+    "0.2",
+    "--heartbeat-interval",
+    "0.5",
+    "--stale-after",
+    "3",
+    "--successful-history",
+    "1000",
+]
 STEP_JOB = """
 i=$(printf '%s' "${SCHEDCTL_CHECKPOINT:-0}" | tr -cd 0-9); i=${i:-0}
 trap 'echo "term $SCHEDCTL_JOB_ID $SCHEDCTL_SCHEDULED_FOR $SCHEDCTL_ATTEMPT $$ $i" >> LEDGER; exit 143' TERM
@@ -63,7 +72,9 @@ class Env:
         kw.setdefault("concurrency", Concurrency.ALLOW)
         kw.setdefault("grace_period", 2.0)
         command = command.replace("LEDGER", str(self.ledger))
-        return Job(id=job_id, schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command=command, **kw)
+        return Job(
+            id=job_id, schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command=command, **kw
+        )
 
     def queue(self, job: Job, count: int = 1) -> list[datetime]:
         instants = [self.now + timedelta(seconds=i) for i in range(count)]
@@ -74,8 +85,22 @@ class Env:
 
     def worker(self, name: str, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "ab")
-        argv = [sys.executable, "-m", "schedctl", "serve", "--role", "worker", "--db", self.url,
-                "--identity", name, "--log-format", "json", *FAST, *args]
+        argv = [
+            sys.executable,
+            "-m",
+            "schedctl",
+            "serve",
+            "--role",
+            "worker",
+            "--db",
+            self.url,
+            "--identity",
+            name,
+            "--log-format",
+            "json",
+            *FAST,
+            *args,
+        ]
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         log.close()
         self.procs.append(proc)
@@ -134,7 +159,9 @@ def all_in(env: Env, states: set[str], count: int) -> bool:
 
 
 def test_two_workers_run_each_queued_run_once(env):
-    job = env.job("ledger", 'echo "ran $SCHEDCTL_JOB_ID $SCHEDCTL_SCHEDULED_FOR $SCHEDCTL_ATTEMPT $$" >> LEDGER')
+    job = env.job(
+        "ledger", 'echo "ran $SCHEDCTL_JOB_ID $SCHEDCTL_SCHEDULED_FOR $SCHEDCTL_ATTEMPT $$" >> LEDGER'
+    )
     instants = env.queue(job, 40)
     a, b = env.worker("wA", "--slots", "4"), env.worker("wB", "--slots", "4")
     wait_for("every run to succeed", lambda: all_in(env, {"succeeded"}, 40))
@@ -174,7 +201,12 @@ def test_sigterm_mid_run_hands_the_run_back_and_another_worker_resumes_at_once(e
     stopped_at = time.monotonic()
     (term,) = env.ledger_lines("term")  # the job itself got SIGTERM
     row = env.rows()[0]
-    assert (row["state"], row["worker"], row["heartbeat_at"], row["exclusive"]) == ("queued", None, None, None)
+    assert (row["state"], row["worker"], row["heartbeat_at"], row["exclusive"]) == (
+        "queued",
+        None,
+        None,
+        None,
+    )
     assert row["checkpoint"] == int(term[5]) and row["failures"] == 0
     b = env.worker("wB")
     wait_for("the resumed run", lambda: [ln for ln in env.ledger_lines("step") if ln[3] == "2"])
@@ -232,8 +264,11 @@ def test_history_is_pruned_and_history_start_moves(env):
     ok_ticks, bad_ticks = env.queue(ok, 5), env.queue(bad, 3)
     with env.store.begin() as conn:
         for job_id in ("ok", "bad"):
-            conn.execute(job_state.insert().values(job_id=job_id, schedule_key="k", defined_at=env.now,
-                                                   updated_at=env.now))
+            conn.execute(
+                job_state.insert().values(
+                    job_id=job_id, schedule_key="k", defined_at=env.now, updated_at=env.now
+                )
+            )
     a = env.worker("wA", "--successful-history", "2", "--failed-history", "1")
     wait_for("all to end", lambda: all_in(env, {"succeeded", "failed"}, 8))
     assert stop(a) == 0  # prunes once more on the way out
@@ -241,12 +276,19 @@ def test_history_is_pruned_and_history_start_moves(env):
     assert [r["scheduled_for"] for r in env.rows("bad")] == bad_ticks[-1:]
     with env.store.begin() as conn:
         starts = dict(conn.execute(select(job_state.c.job_id, job_state.c.history_start)).all())
-    assert starts == {"ok": ok_ticks[2] + timedelta(microseconds=1), "bad": bad_ticks[1] + timedelta(microseconds=1)}
+    assert starts == {
+        "ok": ok_ticks[2] + timedelta(microseconds=1),
+        "bad": bad_ticks[1] + timedelta(microseconds=1),
+    }
 
 
 def test_forbid_runs_one_at_a_time_in_scheduled_order_across_workers(env):
-    job = env.job("one", 'echo "start $SCHEDCTL_SCHEDULED_FOR" >> LEDGER; sleep 0.1; '
-                  'echo "end $SCHEDCTL_SCHEDULED_FOR" >> LEDGER', concurrency=Concurrency.FORBID)
+    job = env.job(
+        "one",
+        'echo "start $SCHEDCTL_SCHEDULED_FOR" >> LEDGER; sleep 0.1; '
+        'echo "end $SCHEDCTL_SCHEDULED_FOR" >> LEDGER',
+        concurrency=Concurrency.FORBID,
+    )
     instants = env.queue(job, 6)
     a, b = env.worker("wA"), env.worker("wB")
     wait_for("all six", lambda: all_in(env, {"succeeded"}, 6))
@@ -259,9 +301,17 @@ def test_forbid_runs_one_at_a_time_in_scheduled_order_across_workers(env):
 
 
 def test_labels_and_the_environment_contract(env):
-    command = 'env > LEDGER.$SCHEDCTL_JOB_ID; cat >> LEDGER.$SCHEDCTL_JOB_ID'
-    env.queue(env.job("here", command, labels={"host": "a"}, pass_env=("PASS_ME",), stdin="fed\n",
-                      env={"FROM_JOB": "x y"}))
+    command = "env > LEDGER.$SCHEDCTL_JOB_ID; cat >> LEDGER.$SCHEDCTL_JOB_ID"
+    env.queue(
+        env.job(
+            "here",
+            command,
+            labels={"host": "a"},
+            pass_env=("PASS_ME",),
+            stdin="fed\n",
+            env={"FROM_JOB": "x y"},
+        )
+    )
     env.queue(env.job("anywhere", command))
     secret = {"SCHEDCTL_DATABASE_URL": "postgresql://u:secret@db/prod", "PASS_ME": "passed", "LEAK": "1"}
     plain = env.worker("wPlain", env=secret)

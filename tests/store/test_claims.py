@@ -231,9 +231,13 @@ def test_a_batch_of_outcomes_writes_only_the_runs_still_held(store):
         claims.queue_runs(conn, job(), ticks(3))
     mine = claim(store, identity="w1")
     with store.begin() as conn:
-        conn.execute(update(job_runs).where(job_runs.c.scheduled_for == ticks(3)[1]).values(heartbeat_at=now_plus(-9)))
+        conn.execute(
+            update(job_runs).where(job_runs.c.scheduled_for == ticks(3)[1]).values(heartbeat_at=now_plus(-9))
+        )
     (theirs,) = claim(store, identity="w2", stale_after=5)
-    outcomes = [claims.Outcome(c.job_id, c.scheduled_for, c.attempt, "succeeded", exit_status=0) for c in mine]
+    outcomes = [
+        claims.Outcome(c.job_id, c.scheduled_for, c.attempt, "succeeded", exit_status=0) for c in mine
+    ]
     outcomes[2] = claims.Outcome("j", ticks(3)[2], mine[2].attempt, "queued", retry_after=5, exit_status=1)
     with store.begin() as conn:
         assert claims.record_many(conn, outcomes) == [True, False, True]

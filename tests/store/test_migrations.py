@@ -70,6 +70,7 @@ def test_concurrent_upgrades_both_succeed(db_url):
     """Two `serve --migrate` starting together: one creates the schema, the other finds it current."""
     if db_url.startswith("mysql"):
         pytest.skip("MySQL commits DDL implicitly; a concurrent upgrade there may fail once (documented)")
+    head = migrate.head_revision()
     stores = [open_store(db_url) for _ in range(2)]
     barrier = threading.Barrier(2)
     results: list[object] = []
@@ -88,7 +89,63 @@ def test_concurrent_upgrades_both_succeed(db_url):
         t.join(timeout=60)
     for st in stores:
         st.dispose()
-    assert sorted(((r.before or ""), r.after) for r in results) == [("", "0001"), ("0001", "0001")], results
+    assert sorted(((r.before or ""), r.after) for r in results) == [("", head), (head, head)], results
+
+
+def test_upgrading_from_the_first_revision_keeps_every_run_and_gives_the_model(empty):
+    """0002 rebuilds job_runs' indexes (and, on SQLite, the table): rows and the forbid rule survive it."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import insert, select
+
+    from schedctl.errors import StoreError
+    from schedctl.store.schema import job_runs
+
+    migrate.upgrade(empty, "0001")
+    at = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+    def row(job_id, minute, state, exclusive=None):
+        return {
+            "job_id": job_id,
+            "scheduled_for": at.replace(minute=minute),
+            "state": state,
+            "manual": False,
+            "attempt": 1,
+            "failures": 0,
+            "queued_at": at,
+            "cancel_requested": False,
+            "labels_key": "",
+            "concurrency": "forbid",
+            "exclusive": exclusive,
+            "snapshot": {"command": "echo 'a;b'"},
+        }
+
+    rows = [row("a", 0, "succeeded"), row("a", 1, "running", 1), row("b", 0, "queued"), row("b", 1, "queued")]
+    with empty.begin() as conn:
+        conn.execute(insert(job_runs), rows)
+    result = migrate.upgrade(empty)
+    assert (result.before, result.after) == ("0001", migrate.head_revision())
+    with empty.connect() as conn:
+        assert _differences(conn) == []
+        kept = conn.execute(
+            select(
+                job_runs.c.job_id,
+                job_runs.c.scheduled_for,
+                job_runs.c.state,
+                job_runs.c.exclusive,
+                job_runs.c.snapshot,
+            ).order_by(job_runs.c.job_id, job_runs.c.scheduled_for)
+        ).all()
+    assert [tuple(k) for k in kept] == [
+        (r["job_id"], r["scheduled_for"], r["state"], r["exclusive"], r["snapshot"]) for r in rows
+    ]
+    with (
+        pytest.raises(StoreError, match="(?i)unique|duplicate"),
+        empty.begin() as conn,
+    ):  # still one executing forbid run per job
+        conn.execute(insert(job_runs), [row("a", 2, "running", 1)])
+    with empty.begin() as conn:  # and any number that are not executing
+        conn.execute(insert(job_runs), [row("a", 3, "queued"), row("a", 4, "queued")])
 
 
 def test_check_is_not_ok_on_an_empty_database_and_says_what_to_run(empty):

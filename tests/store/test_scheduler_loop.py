@@ -187,3 +187,80 @@ def test_a_long_pass_yields_to_renewal_and_keeps_the_lease(store: Any) -> None:
     assert len(claimed) == 600
     assert [t.term for t in lease.history(store)] == [1]
     s.resign()
+
+
+def _allow_jobs(n: int) -> dict[str, Job]:
+    return {
+        f"j{i:04d}": Job(f"j{i:04d}", "* * * * *", "UTC", CatchUp.SKIP, "true", concurrency=Concurrency.ALLOW)
+        for i in range(n)
+    }
+
+
+def _watermarks(store: Any) -> set[datetime]:
+    with store.connect() as conn:
+        return set(conn.execute(select(job_state.c.last_dispatched)).scalars())
+
+
+def _count_rows(store: Any, at: datetime) -> int:
+    with store.connect() as conn:
+        return len(conn.execute(select(job_runs.c.job_id).where(job_runs.c.scheduled_for == at)).all())
+
+
+def test_a_pass_of_many_batches_commits_every_claim_before_its_bookkeeping(
+    store: Any, monkeypatch: Any
+) -> None:
+    from schedctl import scheduler as scheduler_mod
+
+    clock, jobs = FakeClock(T0), _allow_jobs(120)
+    settings = SchedulerSettings(identity="a", lease_duration=30, renew_interval=10, batch_size=50)
+    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+    s.turn()
+    tick = datetime(2026, 3, 2, 10, 1, tzinfo=UTC)
+    seen_at_advance: list[tuple[int, int]] = []
+    real_advance = scheduler_mod.sql.advance
+
+    def watching_advance(store_: Any, fence: Any, newest: Any, now: datetime) -> None:
+        seen_at_advance.append((_count_rows(store, tick), len(newest)))
+        real_advance(store_, fence, newest, now)
+
+    monkeypatch.setattr(scheduler_mod.sql, "advance", watching_advance)
+    clock.set(T0 + timedelta(seconds=60))
+    s.turn()
+    # Three batches of claims (50, 50, 20), then the 120 watermarks in batches of 50.
+    assert seen_at_advance == [(120, 50), (120, 50), (120, 20)]
+    assert _watermarks(store) == {tick}
+    s.resign()
+
+
+def test_a_pass_that_fails_before_its_bookkeeping_loses_no_tick_and_claims_none_twice(
+    store: Any, monkeypatch: Any
+) -> None:
+    from schedctl import scheduler as scheduler_mod
+    from schedctl.errors import StoreError
+
+    clock, jobs = FakeClock(T0), _allow_jobs(120)
+    settings = SchedulerSettings(identity="a", lease_duration=30, renew_interval=10, batch_size=50)
+    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+    s.turn()
+    defined = _watermarks(store)
+    real_advance = scheduler_mod.sql.advance
+
+    def database_gone(*_args: Any) -> None:
+        raise StoreError("connection lost")
+
+    monkeypatch.setattr(scheduler_mod.sql, "advance", database_gone)
+    clock.set(T0 + timedelta(seconds=60))
+    s.turn()
+    tick = datetime(2026, 3, 2, 10, 1, tzinfo=UTC)
+    assert not s.leading  # it stopped dispatching on the error
+    assert _count_rows(store, tick) == 120 and _watermarks(store) == defined  # claims in, watermarks behind
+
+    monkeypatch.setattr(scheduler_mod.sql, "advance", real_advance)
+    clock.advance(2)
+    s.turn()  # leads again, rebuilds from the old watermarks and re-decides 10:01: the primary key ignores it
+    assert s.leading
+    with store.connect() as conn:
+        rows = conn.execute(select(job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.state)).all()
+    assert len(rows) == 120 and {(r[1], r[2]) for r in rows} == {(tick, "queued")}
+    assert _watermarks(store) == {tick}
+    s.resign()

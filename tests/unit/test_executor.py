@@ -17,15 +17,26 @@ RUN = RunIdentity("nightly-export", datetime(2026, 3, 29, 1, 30, 0, 5000, tzinfo
 
 
 def snapshot(command, **kw):
-    base = {"command": command, "stdin": None, "env": {}, "pass_env": [], "workdir": None, "user": None,
-            "timeout": None, "grace_period": 1.0, "retries": 0, "retry_backoff": 1.0}
+    base = {
+        "command": command,
+        "stdin": None,
+        "env": {},
+        "pass_env": [],
+        "workdir": None,
+        "user": None,
+        "timeout": None,
+        "grace_period": 1.0,
+        "retries": 0,
+        "retry_backoff": 1.0,
+    }
     base.update(kw)
     return base
 
 
 def run(tmp_path: Path, command, checkpoint=None, tail_bytes=8192, **kw) -> Execution:
-    execution = Execution(RUN, snapshot(command, **kw), checkpoint, tmp_path / "cp" / "checkpoint.json",
-                          tail_bytes=tail_bytes)
+    execution = Execution(
+        RUN, snapshot(command, **kw), checkpoint, tmp_path / "cp" / "checkpoint.json", tail_bytes=tail_bytes
+    )
     deadline = time.monotonic() + 20
     while not execution.done():
         assert time.monotonic() < deadline, "the command did not finish"
@@ -43,8 +54,12 @@ def test_the_job_gets_crons_environment_not_the_workers(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHEDCTL_DATABASE_URL", "postgresql://u:secret@db/prod")
     monkeypatch.setenv("AWS_PROFILE", "reports")
     monkeypatch.setenv("SHELL", "/bin/zsh-not-cron")
-    execution = run(tmp_path, ["env"], pass_env=["AWS_PROFILE", "NOT_SET_ANYWHERE"],
-                    env={"PATH": "/opt/bin:/usr/bin:/bin", "MAILTO": "ops@example.com"})
+    execution = run(
+        tmp_path,
+        ["env"],
+        pass_env=["AWS_PROFILE", "NOT_SET_ANYWHERE"],
+        env={"PATH": "/opt/bin:/usr/bin:/bin", "MAILTO": "ops@example.com"},
+    )
     env = env_of(execution)
     assert execution.returncode == 0
     assert "SCHEDCTL_DATABASE_URL" not in env and "NOT_SET_ANYWHERE" not in env
@@ -58,8 +73,19 @@ def test_the_job_gets_crons_environment_not_the_workers(tmp_path, monkeypatch):
     assert env["SCHEDCTL_CHECKPOINT_FILE"] == str(tmp_path / "cp" / "checkpoint.json")
     assert "SCHEDCTL_CHECKPOINT" not in env
     assert sorted(env) == sorted(
-        ["HOME", "LOGNAME", "USER", "SHELL", "PATH", "AWS_PROFILE", "MAILTO", "SCHEDCTL_JOB_ID",
-         "SCHEDCTL_SCHEDULED_FOR", "SCHEDCTL_ATTEMPT", "SCHEDCTL_CHECKPOINT_FILE"]
+        [
+            "HOME",
+            "LOGNAME",
+            "USER",
+            "SHELL",
+            "PATH",
+            "AWS_PROFILE",
+            "MAILTO",
+            "SCHEDCTL_JOB_ID",
+            "SCHEDCTL_SCHEDULED_FOR",
+            "SCHEDCTL_ATTEMPT",
+            "SCHEDCTL_CHECKPOINT_FILE",
+        ]
     )
 
 
@@ -110,8 +136,12 @@ def test_timeout_sends_sigterm_then_sigkill_to_the_whole_group(tmp_path):
 
 
 def test_sigterm_lets_a_job_exit_cleanly_inside_its_grace(tmp_path):
-    execution = Execution(RUN, snapshot("trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done",
-                                        grace_period=5), None, tmp_path / "c.json")
+    execution = Execution(
+        RUN,
+        snapshot("trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done", grace_period=5),
+        None,
+        tmp_path / "c.json",
+    )
     time.sleep(0.2)
     execution.stop("shutdown")
     deadline = time.monotonic() + 5
@@ -171,8 +201,13 @@ def test_run_as_job_user_switches_user_and_home(tmp_path):
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no user nobody")
-    execution = Execution(RUN, snapshot("id -un; echo $HOME $USER", user="nobody", workdir="/"), None,
-                          tmp_path / "cp" / "c.json", run_as_job_user=True)
+    execution = Execution(
+        RUN,
+        snapshot("id -un; echo $HOME $USER", user="nobody", workdir="/"),
+        None,
+        tmp_path / "cp" / "c.json",
+        run_as_job_user=True,
+    )
     while not execution.done():
         time.sleep(0.01)
     assert execution.tail.text() == f"nobody\n{nobody.pw_dir} nobody\n"

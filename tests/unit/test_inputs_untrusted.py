@@ -41,9 +41,17 @@ def runs(store: Any) -> dict[str, Any]:
         return {r["job_id"]: r for r in conn.execute(select(job_runs)).mappings()}
 
 
-def run_worker_until(store: Any, done: Callable[[dict[str, Any]], bool], timeout: float = 20.0) -> dict[str, Any]:
-    settings = WorkerSettings(identity="w1", poll_interval=0.1, heartbeat_interval=0.5, stale_after=30.0,
-                              successful_history=100, failed_history=100)
+def run_worker_until(
+    store: Any, done: Callable[[dict[str, Any]], bool], timeout: float = 20.0
+) -> dict[str, Any]:
+    settings = WorkerSettings(
+        identity="w1",
+        poll_interval=0.1,
+        heartbeat_interval=0.5,
+        stale_after=30.0,
+        successful_history=100,
+        failed_history=100,
+    )
     worker = Worker(store, settings, SystemClock())
     stopping, killing = threading.Event(), threading.Event()
     thread = threading.Thread(target=worker.run, args=(stopping, killing), daemon=True)
