@@ -381,19 +381,36 @@ def main() -> int:
         help="split: a scheduler and a worker process; all: one --role all process",
     )
     parser.add_argument("--idle-seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--cpu-hogs",
+        type=int,
+        default=0,
+        help="busy-loop processes to run beside (a shared, loaded machine on purpose; 2 saturate 2 cores)",
+    )
     args = parser.parse_args()
     urls = args.db or ["sqlite", DEFAULT_PG]
     print(
         f"steady-state lag, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
     )
     ok = True
-    with tempfile.TemporaryDirectory(prefix="schedctl-steady-") as tmp:
-        for url in urls:
-            why = reachable(url)
-            if why is not None:
-                print(f"\n{url}: skipped, not reachable: {why}")
-                continue
-            ok = report(url, steady(url, args, Path(tmp)), args) and ok
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.cpu_hogs)
+    ]
+    if hogs:
+        print(f"with {len(hogs)} busy-loop processes beside the run")
+    try:
+        with tempfile.TemporaryDirectory(prefix="schedctl-steady-") as tmp:
+            for url in urls:
+                why = reachable(url)
+                if why is not None:
+                    print(f"\n{url}: skipped, not reachable: {why}")
+                    continue
+                ok = report(url, steady(url, args, Path(tmp)), args) and ok
+                print(f"  load average at the end: {os.getloadavg()[0]:.2f}")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
     return 0 if ok else 1
 
 

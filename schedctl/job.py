@@ -105,7 +105,7 @@ DEFAULT_GRACE_PERIOD = 30.0  # seconds; Kubernetes' terminationGracePeriodSecond
 DEFAULT_RETRY_BACKOFF = 10.0  # seconds before the first retry; doubles for each later one
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     """One job definition. Durations are seconds (float)."""
 

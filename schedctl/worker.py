@@ -88,6 +88,7 @@ class Worker:
         self._nudged = threading.Event()  # set from the scheduler thread of a `--role all` process
         self._more_waiting = False
         self._next_claim = 0.0
+        self._next_stale_check = 0.0
         self._next_beat = 0.0
         self._next_write = 0.0
         self._next_prune = clock.monotonic() + settings.prune_interval
@@ -267,11 +268,21 @@ class Worker:
         """Record outcomes and claim new runs in ONE transaction: a busy worker commits once per turn."""
         batch = list(self._pending) if write else []
         free = self.settings.slots - len(self._active) if claim else 0
+        # Stale runs are looked for once a poll interval, not on every NOTIFY-driven claim: a takeover is as
+        # prompt as before, and the hot path saves a query.
+        take_stale = free > 0 and self.clock.monotonic() >= self._next_stale_check
         try:
             with self.store.begin() as conn:
                 written = sql.record_many(conn, [p.outcome for p in batch])
                 claimed = (
-                    sql.claim(conn, self.settings.identity, free, self.label_keys, self.settings.stale_after)
+                    sql.claim(
+                        conn,
+                        self.settings.identity,
+                        free,
+                        self.label_keys,
+                        self.settings.stale_after,
+                        take_stale=take_stale,
+                    )
                     if free > 0
                     else []
                 )
@@ -299,6 +310,8 @@ class Worker:
             self._more_waiting = len(claimed) == free
             self._claim_now = False
             self._next_claim = now + self.settings.poll_interval
+            if take_stale:
+                self._next_stale_check = now + self.settings.poll_interval
         if claimed and not self._active:
             self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
         for run in claimed:

@@ -96,9 +96,15 @@ def label_keys(labels: dict[str, str]) -> list[str]:
 
 
 def claim(
-    conn: Connection, identity: str, limit: int, labels: Sequence[str], stale_after: float
+    conn: Connection,
+    identity: str,
+    limit: int,
+    labels: Sequence[str],
+    stale_after: float,
+    take_stale: bool = True,
 ) -> list[ClaimedRun]:
-    """Claim up to ``limit`` runs: queued ones due now, and running ones whose heartbeat went stale.
+    """Claim up to ``limit`` runs: queued ones due now, and (``take_stale``) running ones whose heartbeat
+    went stale.
 
     PostgreSQL/MySQL lock the candidates with SKIP LOCKED so concurrent claimers take different rows;
     SQLite's BEGIN IMMEDIATE makes the whole transaction the only writer. A ``forbid`` job only ever offers
@@ -109,11 +115,10 @@ def claim(
         return []
     stale_query, queued_query = _candidate_queries(tuple(labels))
     # Stale runs first: they were due before anything still queued behind them.
-    rows = list(
-        conn.execute(
-            lock_for_claim(stale_query.params(limit=limit, stale=-float(stale_after)), conn)
-        ).mappings()
-    )
+    rows = []
+    if take_stale:
+        stale = stale_query.params(limit=limit, stale=-float(stale_after))
+        rows = list(conn.execute(lock_for_claim(stale, conn)).mappings())
     if len(rows) < limit:
         rows += (
             conn.execute(lock_for_claim(queued_query.params(limit=limit - len(rows)), conn)).mappings().all()

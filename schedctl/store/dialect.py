@@ -6,6 +6,8 @@ render the server's current UTC time in each dialect, with microseconds, in the 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Table, literal, select
@@ -168,16 +170,45 @@ def select_db_now(conn: Connection) -> Any:
 _MIGRATION_LOCK_KEY = 0x7363686564
 
 
-def lock_for_migration(conn: Connection) -> None:
-    """Serialise concurrent schema upgrades until the transaction ends.
+MIGRATION_LOCK_TIMEOUT = 300  # seconds a second upgrader waits for the first (MySQL's GET_LOCK needs one)
 
-    PostgreSQL: a transaction-level advisory lock (DDL is transactional there, so the second upgrader then
-    sees the first one's revision). SQLite: BEGIN IMMEDIATE already holds the write lock. MySQL commits DDL
-    implicitly, so a lock held until commit cannot cover it; two simultaneous upgrades there may see one fail
-    on an existing table, and rerunning it is safe.
+
+@contextlib.contextmanager
+def migration_lock(conn: Connection) -> Iterator[None]:
+    """Serialise concurrent schema upgrades for as long as the block runs, commits included.
+
+    A session-level lock taken outside the upgrade's transaction, so it also covers MySQL, whose DDL
+    commits implicitly: there a lock held until commit would end at the first CREATE TABLE. PostgreSQL:
+    an advisory lock. MySQL/MariaDB: a named lock (GET_LOCK). SQLite: the upgrade's BEGIN IMMEDIATE is
+    the lock. The second upgrader waits, then finds the schema current.
     """
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_KEY})")
+    name = conn.dialect.name
+    if name == "sqlite":
+        yield
+        return
+    if name == "postgresql":
+        conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATION_LOCK_KEY})")
+        release = f"SELECT pg_advisory_unlock({_MIGRATION_LOCK_KEY})"
+    else:
+        got = conn.exec_driver_sql(
+            f"SELECT GET_LOCK('schedctl_migration', {MIGRATION_LOCK_TIMEOUT})"
+        ).scalar()
+        if got != 1:
+            conn.rollback()
+            from schedctl.errors import StoreError
+
+            raise StoreError(f"another schema upgrade held the migration lock for {MIGRATION_LOCK_TIMEOUT} s")
+        release = "SELECT RELEASE_LOCK('schedctl_migration')"
+    conn.commit()  # end the autobegun transaction; the lock belongs to the session
+    try:
+        yield
+    finally:
+        try:
+            conn.exec_driver_sql(release)
+            conn.commit()
+        except Exception:
+            # A session we cannot talk to must not go back to the pool still holding the lock.
+            conn.invalidate()
 
 
 def insert_ignore_columns(

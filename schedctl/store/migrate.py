@@ -127,12 +127,11 @@ def upgrade(store: Store, revision: str = "head") -> UpgradeResult:
     from alembic import command
     from alembic.util import CommandError
 
-    script = script_directory()
-    with store.begin() as conn:
-        from schedctl.store.dialect import lock_for_migration
+    from schedctl.store.dialect import migration_lock
 
-        # Two `serve --migrate` starting together: the second waits, then finds the schema current.
-        lock_for_migration(conn)
+    script = script_directory()
+    # Two `serve --migrate` starting together: the second waits, then finds the schema current.
+    with store.connect() as conn, migration_lock(conn), conn.begin():
         before = _current_revision(conn)
         if before is not None and not _is_known(script, before):
             status = SchemaStatus(before, script.get_current_head() or "", ok=False, known=False)

@@ -155,6 +155,45 @@ def test_stale_run_is_taken_over_and_the_old_attempt_is_fenced_off(store):
     )
 
 
+def test_stale_runs_come_first_and_only_when_asked_for(store):
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("old"), ticks(1))
+    claim(store, identity="w1")
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("new"), ticks(3, T0 - timedelta(hours=1)))  # queued, and due earlier
+        conn.execute(update(job_runs).where(job_runs.c.job_id == "old").values(heartbeat_at=now_plus(-10)))
+    with store.begin() as conn:  # a NOTIFY-driven claim: queued runs only
+        got = claims.claim(conn, "w2", 2, ANY, 5, take_stale=False)
+    assert [(c.job_id, c.took_over_from) for c in got] == [("new", None), ("new", None)]
+    (stale, queued) = claim(store, identity="w2", limit=2, stale_after=5)
+    assert (stale.job_id, stale.took_over_from, queued.job_id) == ("old", "w1", "new")
+
+
+def test_a_claim_walks_the_queue_index_not_the_whole_table(store):
+    """With runs queued far beyond the limit, the claim reads only what it takes (no sort of the queue)."""
+    from sqlalchemy import text
+
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("many"), ticks(3000))
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("ANALYZE job_runs"))
+    stale_query, queued_query = claims._candidate_queries(tuple(ANY))
+    with store.begin() as conn:
+        for query in (stale_query.params(limit=5, stale=-5.0), queued_query.params(limit=5)):
+            sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+            explain = {"postgresql": "EXPLAIN ", "sqlite": "EXPLAIN QUERY PLAN "}.get(
+                conn.dialect.name, "EXPLAIN "
+            )
+            plan = " ".join(str(r) for r in conn.exec_driver_sql(explain + sql).all())
+            if conn.dialect.name == "postgresql":
+                assert "Index Scan using ix_job_runs_" in plan and "Sort" not in plan, plan
+            elif conn.dialect.name == "sqlite":
+                assert "USING INDEX ix_job_runs_" in plan and "TEMP B-TREE" not in plan, plan
+            else:
+                assert "ix_job_runs_" in plan and "filesort" not in plan, plan
+    assert [c.scheduled_for for c in claim(store, limit=5)] == ticks(5)
+
+
 def test_heartbeat_reports_cancel_requests_and_beats_all_runs_at_once(store):
     with store.begin() as conn:
         claims.queue_runs(conn, job(), ticks(3))

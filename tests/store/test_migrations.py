@@ -68,8 +68,6 @@ def test_upgrade_is_idempotent(empty):
 
 def test_concurrent_upgrades_both_succeed(db_url):
     """Two `serve --migrate` starting together: one creates the schema, the other finds it current."""
-    if db_url.startswith("mysql"):
-        pytest.skip("MySQL commits DDL implicitly; a concurrent upgrade there may fail once (documented)")
     head = migrate.head_revision()
     stores = [open_store(db_url) for _ in range(2)]
     barrier = threading.Barrier(2)
