@@ -7,17 +7,28 @@ bare ``postgresql://`` or ``mysql://`` gets the driver schedctl ships with (psyc
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import create_engine, event, make_url
 from sqlalchemy.engine import URL, Connection, Engine
-from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    NoSuchModuleError,
+    OperationalError,
+)
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 
 DEFAULT_URL = "sqlite:///schedctl.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# A pooled connection unused for longer than this is pinged before use. One in use every second (a leader's
+# dispatches and renewals, a worker's claims) is not: a ping per transaction is a round trip of its own,
+# and on a loaded host every round trip waits for a time slice.
+IDLE_PING_AFTER = 5.0
 
 _DEFAULT_DRIVERS = {
     "postgresql": "postgresql+psycopg",
@@ -145,7 +156,7 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
     """An engine for ``url``. Does not connect yet, so it never fails for an unreachable server."""
     parsed = parse_url(url)
     backend = parsed.get_backend_name()
-    kwargs: dict[str, Any] = {"pool_pre_ping": True}
+    kwargs: dict[str, Any] = {}
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
     elif backend in ("mysql", "mariadb"):
@@ -160,7 +171,33 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
         raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None
     if backend == "sqlite":
         _configure_sqlite(engine)
+    else:
+        _ping_when_idle(engine)
     return Store(engine)
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """``pool_pre_ping``, but only for connections idle past ``IDLE_PING_AFTER``.
+
+    A dead connection fails the ping, the pool replaces it and the caller never sees it. One that dies
+    while in steady use fails its next statement instead, as it would have with a ping a moment earlier.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_connection: Any, record: Any) -> None:
+        record.info["schedctl_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.pop("schedctl_idle_since", None)
+        if since is None or time.monotonic() - since < IDLE_PING_AFTER:
+            return
+        try:
+            alive = engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            raise DisconnectionError(str(exc)) from exc
+        if not alive:
+            raise DisconnectionError("the ping found the connection closed")
 
 
 def _configure_sqlite(engine: Engine) -> None:
