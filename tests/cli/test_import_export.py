@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -327,7 +328,7 @@ def test_export_then_import_gives_the_same_jobs(
     flags = EXAMPLE_IMPORTS[name][1:]
     code, out, err = run(capsys, "import", str(back), *flags)
     assert code == 0, err
-    strip = lambda jobs: {k: v.__class__(**{**v.__dict__, "source": None}) for k, v in jobs.items()}  # noqa: E731
+    strip = lambda jobs: {k: dataclasses.replace(v, source=None) for k, v in jobs.items()}  # noqa: E731
     assert strip(loads_jobs(out, "again")) == strip(load_jobs(name))
 
 
