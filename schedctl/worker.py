@@ -28,7 +28,7 @@ from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
 from schedctl.hooks import Hooks
 from schedctl.observability import health, metrics
 from schedctl.settings import WorkerSettings
-from schedctl.store import Store
+from schedctl.store import Store, wake
 from schedctl.store import claims as sql
 
 log = logging.getLogger("schedctl.worker")
@@ -83,6 +83,7 @@ class Worker:
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
         self._listener: Any = None
         self._listener_fd = -1
+        self._inbox: wake.Inbox | None = None  # SQLite: the scheduler's wake-ups (see store/wake.py)
         self._next_listen = 0.0
         self._claim_now = True
         self._nudged = threading.Event()  # set from the scheduler thread of a `--role all` process
@@ -138,6 +139,11 @@ class Worker:
                 self.settings.heartbeat_interval,
                 extra={"event": "stale_window_short"},
             )
+        database = self.store.url.database
+        if self.store.dialect == "sqlite" and database not in (None, "", ":memory:"):
+            self._inbox = wake.Inbox.open(database)
+            if self._inbox is not None:
+                self._selector.register(self._inbox.fileno(), selectors.EVENT_READ, "inbox")
         try:
             while self._turn(stopping, killing):
                 pass
@@ -221,6 +227,9 @@ class Worker:
                     pass
             elif key.data == "listen":
                 self._drain_notifies()
+            elif key.data == "inbox" and self._inbox is not None:
+                self._inbox.drain()
+                self._claim_now = True
             else:
                 self._child_event(key.fd, key.data)
 
@@ -649,6 +658,8 @@ class Worker:
     def _close(self) -> None:
         self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
         self._drop_listener()
+        if self._inbox is not None:
+            self._inbox.close()
         self._selector.close()
         for fd in (self._wake_r, self._wake_w):
             try:

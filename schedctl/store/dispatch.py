@@ -19,7 +19,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
-from schedctl.store import Store
+from schedctl.store import Store, wake
 from schedctl.store.dialect import in_list, insert_ignore_columns, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
@@ -191,6 +191,9 @@ def dispatch(
         if result.queued and conn.dialect.name == "postgresql":
             # Delivered at commit, so a worker that wakes on it sees the rows.
             conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
+    database = store.url.database
+    if result.queued and store.dialect == "sqlite" and database not in (None, "", ":memory:"):
+        wake.wake_workers(database)  # after the commit, for the same reason
     return result
 
 

@@ -1,5 +1,6 @@
-"""`schedctl serve --role all`: the scheduler wakes its own worker after each dispatch, so on SQLite (no NOTIFY)
-a run starts within milliseconds of its tick instead of at the worker's next poll.
+"""On SQLite (no NOTIFY) the scheduler wakes the workers after each dispatch, so a run starts within
+milliseconds of its tick instead of at the worker's next poll: in a `--role all` process directly, and across
+processes through the Unix sockets of `schedctl/store/wake.py`.
 
 The poll interval is 30 s: without the wake-up only the first claim (at start) would happen within the test.
 """
@@ -34,18 +35,23 @@ command = "true"
 SLACK = 1.0  # seconds: process scheduling on a shared 2-core machine; a poll would be 30 s
 
 
-def test_role_all_starts_runs_at_their_tick_not_at_the_next_poll(sqlite_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("roles", [("all",), ("scheduler", "worker")], ids=["role-all", "split"])
+def test_runs_start_at_their_tick_not_at_the_next_poll(
+    sqlite_url: str, tmp_path: Path, roles: tuple[str, ...]
+) -> None:
     store = open_store(sqlite_url)
     upgrade(store)
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(JOBS)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    args = [
-        sys.executable, "-m", "schedctl", "serve", "--role", "all", "--db", sqlite_url, "--jobs", str(jobs),
-        "--poll-interval", "30s", "--successful-history", "100",
-    ]  # fmt: skip
     log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    procs = []
+    for role in roles:
+        args = [
+            sys.executable, "-m", "schedctl", "serve", "--role", role, "--db", sqlite_url, "--jobs", str(jobs),
+            "--poll-interval", "30s", "--successful-history", "100",
+        ]  # fmt: skip
+        procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env))
     try:
         started: list[tuple[object, float]] = []
         deadline = time.monotonic() + 20
@@ -62,7 +68,9 @@ def test_role_all_starts_runs_at_their_tick_not_at_the_next_poll(sqlite_url: str
         late = [(at, lag) for at, lag in started if lag > SLACK]
         assert not late, late
     finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(20) == 0
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            assert proc.wait(20) == 0
         log.close()
         store.dispose()
