@@ -279,7 +279,8 @@ class Worker:
         free = self.settings.slots - len(self._active) if claim else 0
         # Stale runs are looked for once a poll interval, not on every NOTIFY-driven claim: a takeover is as
         # prompt as before, and the hot path saves a query.
-        take_stale = free > 0 and self.clock.monotonic() >= self._next_stale_check
+        began = self.clock.monotonic()
+        take_stale = free > 0 and began >= self._next_stale_check
         try:
             with self.store.begin() as conn:
                 written = sql.record_many(conn, [p.outcome for p in batch])
@@ -318,9 +319,11 @@ class Worker:
             self._store_ok("claim")
             self._more_waiting = len(claimed) == free
             self._claim_now = False
-            self._next_claim = now + self.settings.poll_interval
+            # From the claim's start, not its end: polls keep their cadence, so a run waits at most one
+            # poll interval (plus the claim itself) however long claims take.
+            self._next_claim = began + self.settings.poll_interval
             if take_stale:
-                self._next_stale_check = now + self.settings.poll_interval
+                self._next_stale_check = began + self.settings.poll_interval
         if claimed and not self._active:
             self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
         for run in claimed:
