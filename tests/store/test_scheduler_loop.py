@@ -206,15 +206,21 @@ def _count_rows(store: Any, at: datetime) -> int:
         return len(conn.execute(select(job_runs.c.job_id).where(job_runs.c.scheduled_for == at)).all())
 
 
+def _defined_in_batches_of_50(store: Any, n: int) -> tuple[FakeClock, Scheduler]:
+    """A leader of ``n`` every-minute jobs that dispatches 50 ticks a transaction, past its first turn."""
+    clock, jobs = FakeClock(T0), _allow_jobs(n)
+    settings = SchedulerSettings(identity="a", lease_duration=30, renew_interval=10, batch_size=50)
+    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+    s.turn()
+    return clock, s
+
+
 def test_a_pass_of_many_batches_commits_every_claim_before_its_bookkeeping(
     store: Any, monkeypatch: Any
 ) -> None:
     from schedctl import scheduler as scheduler_mod
 
-    clock, jobs = FakeClock(T0), _allow_jobs(120)
-    settings = SchedulerSettings(identity="a", lease_duration=30, renew_interval=10, batch_size=50)
-    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
-    s.turn()
+    clock, s = _defined_in_batches_of_50(store, 120)
     tick = datetime(2026, 3, 2, 10, 1, tzinfo=UTC)
     seen_at_advance: list[tuple[int, int]] = []
     real_advance = scheduler_mod.sql.advance
@@ -238,10 +244,7 @@ def test_a_pass_that_fails_before_its_bookkeeping_loses_no_tick_and_claims_none_
     from schedctl import scheduler as scheduler_mod
     from schedctl.errors import StoreError
 
-    clock, jobs = FakeClock(T0), _allow_jobs(120)
-    settings = SchedulerSettings(identity="a", lease_duration=30, renew_interval=10, batch_size=50)
-    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
-    s.turn()
+    clock, s = _defined_in_batches_of_50(store, 120)
     defined = _watermarks(store)
     real_advance = scheduler_mod.sql.advance
 
