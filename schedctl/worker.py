@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ class _Pending:
     outcome: sql.Outcome
     duration: float
     since: float = 0.0  # monotonic time it was collected
-    snapshot: dict[str, Any] | None = None  # for the on_failure / on_success hook once it is recorded
+    snapshot: Mapping[str, Any] | None = None  # for the on_failure / on_success hook once it is recorded
 
 
 class Worker:

@@ -8,6 +8,8 @@ Create Date: 2026-12-01
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
@@ -18,7 +20,7 @@ branch_labels = None
 depends_on = None
 
 
-def _timestamp() -> sa.types.TypeEngine[object]:
+def _timestamp() -> sa.types.TypeEngine[Any]:
     # Frozen copy of UTCDateTime's DDL, so this revision keeps meaning what it meant when types.py changes.
     # PostgreSQL keeps microseconds without a precision; MySQL needs fsp=6 or it drops them.
     return (
