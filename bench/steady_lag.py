@@ -393,9 +393,7 @@ def main() -> int:
         f"steady-state lag, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}"
     )
     ok = True
-    hogs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.cpu_hogs)
-    ]
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.cpu_hogs)]
     if hogs:
         print(f"with {len(hogs)} busy-loop processes beside the run")
     try:

@@ -27,6 +27,7 @@ CATCH_UP_GRACE = 60.0  # seconds; SchedulerSettings.catch_up_grace: a younger ti
 LOOKBACK = timedelta(days=7)  # the default window never reaches further back than this
 LEASE_NAME = "cron"  # SchedulerSettings.lease_name
 _TINY = timedelta(microseconds=1)
+_EVENT_KINDS = ("paused", "resumed", "schedule_changed")  # the events that explain a tick
 
 
 class Reason(StrEnum):
@@ -409,9 +410,26 @@ def missed_on(
     window = resolve_window(state, first, since, until, now, grace)
     if window.until <= window.after:
         return []
-    rows = {r.scheduled_for: r for r in h.runs_between(conn, job.id, window.after, window.until)}
+    rows = h.runs_between(conn, job.id, window.after, window.until)
     terms = h.terms_between(conn, lease_name, window.after, window.until + timedelta(seconds=grace))
-    events = h.events_of(conn, job.id, ("paused", "resumed", "schedule_changed"), until=now)
+    events = h.events_of(conn, job.id, _EVENT_KINDS, until=now)
+    return _explain(job, state, window, rows, terms, events, now, grace, fires_cache)
+
+
+def _explain(
+    job: Job,
+    state: h.StateRecord | None,
+    window: Window,
+    runs: list[h.RunRecord],
+    terms: list[h.TermRecord],
+    events: list[h.EventRecord],
+    now: datetime,
+    grace: float,
+    fires_cache: FiresCache | None,
+) -> list[MissedTick]:
+    """The missed ticks of one job from what the store holds about it; no SQL, so one job and many jobs (read
+    in bulk) take the same path."""
+    rows = {r.scheduled_for: r for r in runs}
     redefined = any(e.kind == "schedule_changed" and state and e.at == state.defined_at for e in events)
     ctx = _Context(
         job=job,
@@ -435,6 +453,53 @@ def missed_on(
     return out
 
 
+def missed_many(
+    conn: Connection,
+    jobs: Iterable[Job],
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    *,
+    grace: float = CATCH_UP_GRACE,
+    lease_name: str = LEASE_NAME,
+    fires_cache: FiresCache | None = None,
+    states: Mapping[str, h.StateRecord] | None = None,
+) -> dict[str, list[MissedTick]]:
+    """``missed_on`` for every job, by job id, in a number of statements that does not grow with the jobs
+    (one per table and chunk of ids). ``states`` spares reading job_state again when the caller has it."""
+    items = list(jobs)
+    ids = [j.id for j in items]
+    if states is None:
+        states = h.job_states_of(conn, ids)
+    firsts = h.earliest_runs_at(conn, [i for i in ids if i not in states])
+    windows: dict[str, Window] = {}
+    for job in items:
+        window = resolve_window(states.get(job.id), firsts.get(job.id), since, until, now, grace)
+        if window.after < window.until:
+            windows[job.id] = window
+    out: dict[str, list[MissedTick]] = {i: [] for i in ids}
+    if not windows:
+        return out
+    wanted = list(windows)
+    # One read over the union of the windows; each job then keeps the rows of its own.
+    lo = min(w.after for w in windows.values())
+    hi = max(w.until for w in windows.values())
+    runs = h.runs_between_by_job(conn, wanted, lo, hi)
+    cover = h.TermsCover(conn, lease_name, lo, hi + timedelta(seconds=grace))
+    events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
+    for job in items:
+        own = windows.get(job.id)
+        if own is None:
+            continue
+        window = own
+        mine = [r for r in runs[job.id] if window.after < r.scheduled_for < window.until]
+        terms = cover.between(window.after, window.until + timedelta(seconds=grace))
+        out[job.id] = _explain(
+            job, states.get(job.id), window, mine, terms, events[job.id], now, grace, fires_cache
+        )
+    return out
+
+
 def missed_counts(
     store: Store,
     jobs: Mapping[str, Job] | Iterable[Job],
@@ -446,14 +511,14 @@ def missed_counts(
     lease_name: str = LEASE_NAME,
 ) -> list[MissedCount]:
     """One count per job (each over its own window), in job id order."""
-    items = list(jobs.values()) if isinstance(jobs, Mapping) else list(jobs)
+    items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
     out: list[MissedCount] = []
-    cache: FiresCache = {}
     with store.connect() as conn:
-        for job in sorted(items, key=lambda j: j.id):
-            ticks = missed_on(
-                conn, job, since, until, now, grace=grace, lease_name=lease_name, fires_cache=cache
-            )
+        found = missed_many(
+            conn, items, since, until, now, grace=grace, lease_name=lease_name, fires_cache={}
+        )
+        for job in items:
+            ticks = found[job.id]
             out.append(
                 MissedCount(
                     job_id=job.id,

@@ -7,7 +7,7 @@ render the server's current UTC time in each dialect, with microseconds, in the 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Table, literal, select
@@ -149,6 +149,18 @@ def in_list(conn: Connection, column: Any, values: list[Any]) -> Any:
             select(literal_column("value")).select_from(func.json_each(json.dumps(list(values))))
         )
     return column.in_(list(values))
+
+
+IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
+ARRAY_CHUNK = 20000  # ids per array or JSON parameter: fewer statements, each still a modest parameter
+
+
+def id_chunks(conn: Connection, ids: Sequence[Any]) -> Iterator[list[Any]]:
+    """``ids`` in pieces that one ``in_list`` carries: one array or JSON parameter on PostgreSQL and SQLite,
+    so large pieces; placeholders on MySQL, so pieces well inside its parameter limit."""
+    size = ARRAY_CHUNK if conn.dialect.name in ("postgresql", "sqlite") else IN_CHUNK
+    for start in range(0, len(ids), size):
+        yield list(ids[start : start + size])
 
 
 def supports_skip_locked(conn: Connection) -> bool:

@@ -20,11 +20,9 @@ from sqlalchemy.engine import Connection
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
 from schedctl.store import Store, wake
-from schedctl.store.dialect import in_list, insert_ignore_columns, insert_ignore_many
+from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
-IN_CHUNK = 1000  # ids per IN list: well inside every backend's bound-parameter limit
-ARRAY_CHUNK = 20000  # ids per array or JSON parameter: fewer statements, each still a modest parameter
 NOTIFY_CHANNEL = "schedctl_runs"
 _ACTIVE = (RunState.QUEUED.value, RunState.RUNNING.value)
 
@@ -98,8 +96,8 @@ def load_states_for(store: Store, job_ids: Iterable[str]) -> dict[str, JobState]
     ids = list(job_ids)
     out: dict[str, JobState] = {}
     with store.connect() as conn:
-        for chunk in _chunks(ids):
-            query = select(*_STATE_COLUMNS).where(job_state.c.job_id.in_(chunk))
+        for chunk in id_chunks(conn, ids):
+            query = select(*_STATE_COLUMNS).where(in_list(conn, job_state.c.job_id, chunk))
             out.update((row[0], _state(row)) for row in conn.execute(query))
     return out
 
@@ -232,7 +230,7 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
 def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
     """The jobs among ``job_ids`` with a queued or running run."""
     busy: set[str] = set()
-    for chunk in _chunks(list(job_ids), _array_chunk(conn)):
+    for chunk in id_chunks(conn, list(job_ids)):
         query = (
             select(job_runs.c.job_id)
             .where(job_runs.c.state.in_(_ACTIVE), in_list(conn, job_runs.c.job_id, chunk))
@@ -249,7 +247,7 @@ def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequenc
         if static[3] is Concurrency.REPLACE and tick.state is _QUEUED:
             newest[tick.job_id] = max(tick.scheduled_for, newest.get(tick.job_id, tick.scheduled_for))
     for at, ids in _by_value(newest).items():
-        for chunk in _chunks(ids, _array_chunk(conn)):
+        for chunk in id_chunks(conn, ids):
             conn.execute(
                 update(job_runs)
                 .where(
@@ -344,7 +342,7 @@ def advance(store: Store, fence: Fence, newest: Mapping[str, datetime], now: dat
 def _advance(conn: Connection, newest: Mapping[str, datetime], now: datetime) -> None:
     """Move last_dispatched forward (never back) in one UPDATE per distinct tick, not one per job."""
     for at, ids in _by_value(newest).items():
-        for chunk in _chunks(ids, _array_chunk(conn)):
+        for chunk in id_chunks(conn, ids):
             conn.execute(
                 update(job_state)
                 .where(
@@ -373,13 +371,3 @@ def _by_value(mapping: Mapping[str, datetime]) -> dict[datetime, list[str]]:
     for key, value in mapping.items():
         groups[value].append(key)
     return groups
-
-
-def _array_chunk(conn: Connection) -> int:
-    """IDs per ``in_list``: PostgreSQL and SQLite send the list as one parameter, so any length fits."""
-    return ARRAY_CHUNK if conn.dialect.name in ("postgresql", "sqlite") else IN_CHUNK
-
-
-def _chunks(items: Sequence[str], size: int = IN_CHUNK) -> Iterable[list[str]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])

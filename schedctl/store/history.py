@@ -6,12 +6,15 @@ All functions take an open connection, so a caller can read several of them in o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.engine import Connection
 
+from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
 
 
@@ -104,9 +107,13 @@ _RUN_COLUMNS = (
 )
 
 
-def _run(row: object) -> RunRecord:
-    m = row._mapping  # type: ignore[attr-defined]
-    return RunRecord(**{c.name: m[c.name] for c in _RUN_COLUMNS})
+_RUN_WIDTH = len(_RUN_COLUMNS)
+# Rows become records by position (the all-jobs views build hundreds of thousands): the orders must agree.
+assert [f.name for f in fields(RunRecord)] == [c.name for c in _RUN_COLUMNS]
+
+
+def _run(row: Any) -> RunRecord:
+    return RunRecord(*row[:_RUN_WIDTH])
 
 
 def runs_between(conn: Connection, job_id: str, after: datetime, until: datetime) -> list[RunRecord]:
@@ -301,3 +308,210 @@ def events_of(
         query = query.where(job_events.c.at <= until)
     query = query.order_by(job_events.c.at, job_events.c.id)
     return [EventRecord(r.job_id, r.at, r.kind, r.detail) for r in conn.execute(query)]
+
+
+# -- many jobs at once --------------------------------------------------------------------------------------
+# The all-jobs views read each table once per chunk of job ids, never once per job: at 100,000 jobs a query per
+# job is minutes of round trips. Each function answers exactly what its one-job namesake above answers.
+
+
+def _grouped(rows: Any, job_ids: Sequence[str]) -> dict[str, list[RunRecord]]:
+    out: dict[str, list[RunRecord]] = {j: [] for j in job_ids}
+    for r in map(_run, rows):
+        out[r.job_id].append(r)
+    return out
+
+
+def job_states_of(conn: Connection, job_ids: Sequence[str]) -> dict[str, StateRecord]:
+    """``job_state_of`` for many jobs; a job without a state row is absent."""
+    out: dict[str, StateRecord] = {}
+    for chunk in id_chunks(conn, job_ids):
+        rows = conn.execute(select(job_state).where(in_list(conn, job_state.c.job_id, chunk)))
+        out.update((s.job_id, s) for s in map(_state, rows))
+    return out
+
+
+def earliest_runs_at(conn: Connection, job_ids: Sequence[str]) -> dict[str, datetime]:
+    """``earliest_run_at`` for many jobs; a job that never had a tick dispatched is absent."""
+    out: dict[str, datetime] = {}
+    for chunk in id_chunks(conn, job_ids):
+        query = (
+            select(job_runs.c.job_id, func.min(job_runs.c.scheduled_for))
+            .where(in_list(conn, job_runs.c.job_id, chunk), job_runs.c.manual.is_(False))
+            .group_by(job_runs.c.job_id)
+        )
+        out.update((job_id, at) for job_id, at in conn.execute(query) if at is not None)
+    return out
+
+
+def runs_between_by_job(
+    conn: Connection, job_ids: Sequence[str], after: datetime, until: datetime
+) -> dict[str, list[RunRecord]]:
+    """``runs_between`` for many jobs over one window (the caller narrows it to each job's own)."""
+    out: dict[str, list[RunRecord]] = {}
+    for chunk in id_chunks(conn, job_ids):
+        query = (
+            select(*_RUN_COLUMNS)
+            .where(
+                in_list(conn, job_runs.c.job_id, chunk),
+                job_runs.c.scheduled_for > after,
+                job_runs.c.scheduled_for < until,
+            )
+            .order_by(job_runs.c.job_id, job_runs.c.scheduled_for)
+        )
+        out.update(_grouped(conn.execute(query), chunk))
+    return out
+
+
+Pick = tuple[int, tuple[str, ...] | None]  # (limit, states): the latest `limit` rows, in `states` unless None
+
+
+def latest_runs_by_job(
+    conn: Connection, job_ids: Sequence[str], before: datetime, picks: Sequence[Pick]
+) -> list[dict[str, list[RunRecord]]]:
+    """For each pick ``(limit, states)``, each job's ``limit`` latest rows with ``scheduled_for <= before`` (in
+    one of ``states`` unless None), newest first: ``recent_runs`` and ``runs_in_states`` for many jobs, every
+    pick from one read of the rows."""
+    r = job_runs.c
+    out: list[dict[str, list[RunRecord]]] = [{} for _ in picks]
+    for chunk in id_chunks(conn, job_ids):
+        # Pruning keeps a handful of finished rows per job, so numbering all of a job's rows costs about what
+        # the one-job LIMIT queries do; ROW_NUMBER is on every backend schedctl supports (MariaDB 10.2, SQLite
+        # 3.25). A pick with states numbers the rows in and out of them apart, and keeps those in.
+        ranks: list[Any] = []
+        for k, (_, states) in enumerate(picks):
+            partition: list[Any] = [r.job_id]
+            if states is not None:
+                member = case((r.state.in_(states), 1), else_=0)
+                partition.append(member)
+                ranks.append(member.label(f"in{k}"))
+            order = r.scheduled_for.desc()
+            ranks.append(func.row_number().over(partition_by=partition, order_by=order).label(f"rank{k}"))
+        ranked = (
+            select(*_RUN_COLUMNS, *ranks)
+            .where(in_list(conn, r.job_id, chunk), r.scheduled_for <= before)
+            .subquery()
+        )
+        kept = [
+            and_(ranked.c[f"rank{k}"] <= limit, *([ranked.c[f"in{k}"] == 1] if states is not None else []))
+            for k, (limit, states) in enumerate(picks)
+        ]
+        query = select(ranked).where(or_(*kept)).order_by(ranked.c.job_id, ranked.c.scheduled_for.desc())
+        found: list[dict[str, list[RunRecord]]] = [{j: [] for j in chunk} for _ in picks]
+        for row in conn.execute(query):
+            run, m = _run(row), row._mapping
+            for k, (limit, states) in enumerate(picks):
+                if m[f"rank{k}"] <= limit and (states is None or m[f"in{k}"] == 1):
+                    found[k][run.job_id].append(run)
+        for k, part in enumerate(found):
+            out[k].update(part)
+    return out
+
+
+def active_runs_by_job(conn: Connection, job_ids: Sequence[str]) -> dict[str, tuple[int, datetime | None]]:
+    """``active_runs`` for many jobs; a job with no queued or running run is absent (``(0, None)``)."""
+    out: dict[str, tuple[int, datetime | None]] = {}
+    for chunk in id_chunks(conn, job_ids):
+        query = (
+            select(job_runs.c.job_id, func.count(), func.min(job_runs.c.scheduled_for))
+            .where(in_list(conn, job_runs.c.job_id, chunk), job_runs.c.state.in_(("queued", "running")))
+            .group_by(job_runs.c.job_id)
+        )
+        out.update((job_id, (int(count), oldest)) for job_id, count, oldest in conn.execute(query))
+    return out
+
+
+def events_by_job(
+    conn: Connection,
+    job_ids: Sequence[str],
+    kinds: tuple[str, ...] | None = None,
+    until: datetime | None = None,
+) -> dict[str, list[EventRecord]]:
+    """``events_of`` for many jobs."""
+    out: dict[str, list[EventRecord]] = {}
+    for chunk in id_chunks(conn, job_ids):
+        query = select(job_events.c.job_id, job_events.c.at, job_events.c.kind, job_events.c.detail).where(
+            in_list(conn, job_events.c.job_id, chunk)
+        )
+        if kinds:
+            query = query.where(job_events.c.kind.in_(kinds))
+        if until is not None:
+            query = query.where(job_events.c.at <= until)
+        query = query.order_by(job_events.c.job_id, job_events.c.at, job_events.c.id)
+        found: dict[str, list[EventRecord]] = {j: [] for j in chunk}
+        for r in conn.execute(query):
+            found[r.job_id].append(EventRecord(r.job_id, r.at, r.kind, r.detail))
+        out.update(found)
+    return out
+
+
+class TermsCover:
+    """Enough lease terms to answer ``terms_between`` for any window inside ``[since, until]`` without asking
+    the database again: every term acquired in it or overlapping it, and the nearest term acquired on either
+    side. Three queries, whatever the number of jobs (each job has its own window)."""
+
+    def __init__(self, conn: Connection, name: str, since: datetime, until: datetime) -> None:
+        self.since, self.until = since, until
+        t = lease_terms.c
+        inside = select(*_TERM_COLUMNS).where(
+            t.name == name,
+            or_(
+                and_(
+                    t.acquired_at <= until,
+                    t.expires_at >= since,
+                    or_(t.ended_at.is_(None), t.ended_at >= since),
+                ),
+                and_(t.acquired_at >= since, t.acquired_at <= until),
+            ),
+        )
+        before = (
+            select(*_TERM_COLUMNS)
+            .where(t.name == name, t.acquired_at < since)
+            .order_by(t.term.desc())
+            .limit(1)
+        )
+        after = (
+            select(*_TERM_COLUMNS)
+            .where(t.name == name, t.acquired_at > until)
+            .order_by(t.acquired_at)
+            .limit(1)
+        )
+        found = {r.term: r for r in map(_term, conn.execute(inside))}
+        for query in (before, after):
+            for r in map(_term, conn.execute(query)):
+                found.setdefault(r.term, r)
+        self.terms = [found[k] for k in sorted(found)]
+        self._memo: dict[tuple[datetime, datetime], list[TermRecord]] = {}
+
+    def between(self, since: datetime, until: datetime) -> list[TermRecord]:
+        """``terms_between(conn, name, since, until)``, for ``self.since <= since`` and ``until <= self.until``.
+
+        Its last-before-``since`` is either the cover's own last-before or a term acquired inside the cover,
+        and likewise its first-after-``until``; so the answer is the same whatever the terms' invariants.
+        """
+        if since < self.since or until > self.until:
+            raise ValueError("window outside the terms read")
+        # Most jobs share the default window (the last 7 days), so most calls are one lookup.
+        key = (since, until)
+        if key not in self._memo:
+            self._memo[key] = self._between(since, until)
+        return self._memo[key]
+
+    def _between(self, since: datetime, until: datetime) -> list[TermRecord]:
+        found = {
+            t.term: t
+            for t in self.terms
+            if t.acquired_at <= until
+            and t.expires_at >= since
+            and (t.ended_at is None or t.ended_at >= since)
+        }
+        before = [t for t in self.terms if t.acquired_at < since]
+        if before:
+            last = max(before, key=lambda t: t.term)
+            found.setdefault(last.term, last)
+        after = [t for t in self.terms if t.acquired_at > until]
+        if after:
+            # ORDER BY acquired_at LIMIT 1: on a tie the database may pick either; take the lowest term.
+            first = min(after, key=lambda t: (t.acquired_at, t.term))
+            found.setdefault(first.term, first)
+        return [found[k] for k in sorted(found)]

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, func, select
 
 from schedctl.store import Store
+from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.schema import job_runs, job_state
 
 # Enough ids per IN (...) list to keep round trips few, few enough for every backend's parameter limit.
-_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,12 @@ def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
     """
     found: dict[str, LastRun] = {}
     with store.connect() as conn:
-        for chunk in _chunks(job_ids):
+        for chunk in id_chunks(conn, job_ids):
             latest = (
                 select(job_runs.c.job_id, func.max(job_runs.c.scheduled_for).label("at"))
-                .where(job_runs.c.job_id.in_(chunk), job_runs.c.state.not_in(("queued", "skipped")))
+                .where(
+                    in_list(conn, job_runs.c.job_id, chunk), job_runs.c.state.not_in(("queued", "skipped"))
+                )
                 .group_by(job_runs.c.job_id)
                 .subquery()
             )
@@ -47,15 +49,10 @@ def paused_in_database(store: Store, job_ids: Sequence[str]) -> dict[str, dateti
     """Jobs paused with ``schedctl pause`` (job_state.paused_at), and since when."""
     found: dict[str, datetime] = {}
     with store.connect() as conn:
-        for chunk in _chunks(job_ids):
+        for chunk in id_chunks(conn, job_ids):
             query = select(job_state.c.job_id, job_state.c.paused_at).where(
-                job_state.c.job_id.in_(chunk), job_state.c.paused_at.is_not(None)
+                in_list(conn, job_state.c.job_id, chunk), job_state.c.paused_at.is_not(None)
             )
             for job_id, paused_at in conn.execute(query):
                 found[job_id] = paused_at
     return found
-
-
-def _chunks(items: Sequence[str]) -> Iterator[list[str]]:
-    for start in range(0, len(items), _CHUNK):
-        yield list(items[start : start + _CHUNK])

@@ -1,0 +1,462 @@
+"""`status` and `missed` over every job read the store in bulk: a fixed number of statements, not some per job,
+and the same answers as the one-job path (`status_on` / `missed_on`, which still query per job).
+
+The store holds a mix of jobs on every backend: runs that succeeded, failed, were skipped by policy or refused;
+ticks no leader dispatched (no leader 12:02..14:00); a pause; jobs never dispatched, stateless, defined late
+(their own, narrower windows), redefined by a schedule change, pruned, or paused in their file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import event, insert
+
+from schedctl.job import CatchUp, Job
+from schedctl.jobcontrol import pause
+from schedctl.missed import MissedCount, missed_counts, missed_many, missed_on
+from schedctl.status import Verdict, all_status, status_many, status_on
+from schedctl.store.dialect import insert_ignore
+from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+
+
+def T(hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 3, 1, hour, minute, second, tzinfo=UTC)
+
+
+NOW = T(16, 45)
+# In this order, the first five kinds cover every conditional read: a job with state, one without (the
+# first-dispatch lookup), one whose window is empty.
+KINDS = (
+    "outage",
+    "stateless",
+    "never",
+    "paused",
+    "failing",
+    "healthy",
+    "late",
+    "refused",
+    "redefined",
+    "file_paused",
+)
+
+
+def ticks(start: datetime, end: datetime, step: int = 10) -> list[datetime]:
+    out, t = [], start
+    while t <= end:
+        out.append(t)
+        t += timedelta(minutes=step)
+    return out
+
+
+def in_gap(t: datetime) -> bool:
+    return T(12, 2, 30) < t < T(14, 0, 0)
+
+
+def make_job(i: int) -> tuple[str, Job]:
+    kind = KINDS[i % len(KINDS)]
+    job = Job(
+        id=f"j{i:03d}-{kind}",
+        schedule="*/10 * * * *" if i % 3 else "*/15 * * * *",
+        timezone="UTC",
+        catch_up=CatchUp.SKIP if kind in ("healthy", "failing") else CatchUp.ALL,
+        max_catch_up=5 if kind == "refused" else None,
+        command="true",
+        paused=kind == "file_paused",
+    )
+    return kind, job
+
+
+def add_state(conn, job: Job, defined_at: datetime, last_dispatched: datetime | None, **extra) -> None:
+    row = dict(
+        job_id=job.id,
+        schedule_key=job.schedule_key,
+        defined_at=defined_at,
+        last_dispatched=last_dispatched,
+        paused_by_file=job.paused,
+        updated_at=defined_at,
+    )
+    conn.execute(insert(job_state).values(**{**row, **extra}))
+    conn.execute(insert(job_events).values(job_id=job.id, at=defined_at, kind="defined", detail=None))
+
+
+def run_row(job: Job, t: datetime, state: str, **extra) -> dict:
+    row = dict(
+        job_id=job.id,
+        scheduled_for=t,
+        state=state,
+        manual=False,
+        term=1 if t < T(12, 0) else 2,
+        attempt=0 if state in ("queued", "skipped") else 1,
+        failures=0,
+        queued_at=t,
+        snapshot=job.snapshot(),
+        labels_key=job.labels_key,
+        concurrency=str(job.concurrency),
+        # One multi-row insert needs the same keys in every row.
+        reason=None,
+        reason_detail=None,
+        started_at=None,
+        worker=None,
+        finished_at=None,
+        exit_status=None,
+    )
+    if state not in ("queued", "skipped"):
+        row.update(started_at=t + timedelta(seconds=1), worker="w1:1:aa")
+    if state in ("succeeded", "failed", "timed_out", "cancelled"):
+        row.update(
+            finished_at=t + timedelta(seconds=3),
+            exit_status=None if state == "timed_out" else (0 if state == "succeeded" else 3),
+        )
+    return {**row, **extra}
+
+
+def job_ticks(job: Job, start: datetime, end: datetime) -> list[datetime]:
+    step = 15 if job.schedule.startswith("*/15") else 10
+    first = start + timedelta(minutes=(-start.minute) % step)
+    return ticks(first, end, step)
+
+
+def seed(store, n: int) -> dict[str, Job]:
+    jobs: dict[str, Job] = {}
+    rows: list[dict] = []
+    paused: list[Job] = []
+    with store.begin() as conn:
+        conn.execute(
+            insert(lease_terms),
+            [
+                dict(
+                    name="cron",
+                    term=0,
+                    holder="host-c:3",
+                    acquired_at=T(6, 0),
+                    renewed_at=T(6, 59),
+                    expires_at=T(7, 0, 15),
+                    ended_at=T(7, 0),
+                    end_reason="released",
+                    schedctl_version="0.1.0",
+                    tzdata_version="2025b",
+                ),
+                dict(
+                    name="cron",
+                    term=1,
+                    holder="host-a:1",
+                    acquired_at=T(8, 0),
+                    renewed_at=T(12, 2),
+                    expires_at=T(12, 2, 30),
+                    ended_at=T(14, 0),
+                    end_reason="expired",
+                    schedctl_version="0.1.0",
+                    tzdata_version="2025b",
+                ),
+                dict(
+                    name="cron",
+                    term=2,
+                    holder="host-b:2",
+                    acquired_at=T(14, 0),
+                    renewed_at=T(16, 44, 55),
+                    expires_at=T(16, 45, 10),
+                    ended_at=None,
+                    end_reason=None,
+                    schedctl_version="0.1.0",
+                    tzdata_version="2025b",
+                ),
+            ],
+        )
+        conn.execute(
+            insert(scheduler_lease).values(
+                name="cron",
+                holder="host-b:2",
+                term=2,
+                acquired_at=T(14, 0),
+                renewed_at=T(16, 44, 55),
+                expires_at=T(16, 45, 10),
+            )
+        )
+        for i in range(n):
+            kind, job = make_job(i)
+            jobs[job.id] = job
+            every = job_ticks(job, T(9, 0), T(16, 40))
+            led = [t for t in every if not in_gap(t)]
+            if kind == "never":
+                continue
+            if kind == "stateless":
+                rows += [run_row(job, t, "succeeded") for t in led if t >= T(10, 0)]
+                # `schedctl run` before any leader saw it: a manual run is not a tick, the window starts at 10:00.
+                rows.append(run_row(job, T(9, 3, 7), "succeeded", manual=True, term=None))
+                continue
+            if kind == "late":
+                add_state(conn, job, T(15, 50), T(16, 40))
+                late = [t for t in every if t > T(15, 50)]
+                rows += [run_row(job, t, "succeeded") for t in late[:-2]]
+                rows += [run_row(job, late[-2], "running"), run_row(job, late[-1], "queued")]
+                continue
+            if kind == "redefined":
+                add_state(conn, job, T(11, 0), T(16, 40), history_start=T(10, 0))
+                conn.execute(
+                    insert(job_events).values(job_id=job.id, at=T(11, 0), kind="schedule_changed", detail="x")
+                )
+                rows += [run_row(job, t, "succeeded") for t in led if t > T(11, 0)]
+                # Rows of the old schedule, before the job's window: never its missed ticks.
+                rows += [run_row(job, t, "succeeded") for t in ticks(T(9, 5), T(10, 55)) if t != T(10, 25)]
+                rows.append(run_row(job, T(10, 25), "skipped", reason="concurrency", reason_detail="busy"))
+                continue
+            if kind == "refused":
+                add_state(
+                    conn,
+                    job,
+                    T(9, 0),
+                    T(14, 0),
+                    refused_at=T(14, 0),
+                    refused_detail="7 missed ticks exceed max_catch_up = 5; run `schedctl replay`",
+                )
+                rows += [run_row(job, t, "succeeded") for t in led if t < T(12, 0)]
+                continue
+            add_state(conn, job, T(9, 0), T(16, 40))
+            if kind == "paused":
+                paused.append(job)
+                rows += [run_row(job, t, "succeeded") for t in led if t < T(15, 0)]
+                continue
+            if kind in ("healthy", "failing"):
+                # The scheduler recorded the outage's ticks as dropped by catch_up = "skip".
+                rows += [
+                    run_row(job, t, "skipped", reason="catch_up_skip", reason_detail="missed while down")
+                    for t in every
+                    if in_gap(t)
+                ]
+            for k, t in enumerate(led):
+                state = "succeeded"
+                if kind == "failing" and k >= len(led) - 3:
+                    state = "timed_out" if k == len(led) - 1 else "failed"
+                rows.append(run_row(job, t, state))
+        if rows:
+            assert insert_ignore(conn, job_runs, rows) == len(rows)
+    for job in paused:
+        pause(store, job, T(15, 0))
+    return jobs
+
+
+class Counting:
+    """Statements the store's engine sends, as the driver sees them."""
+
+    def __init__(self, store) -> None:
+        self.engine, self.count = store.engine, 0
+
+    def _on(self, *args) -> None:
+        self.count += 1
+
+    def __enter__(self) -> Counting:
+        event.listen(self.engine, "before_cursor_execute", self._on)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        event.remove(self.engine, "before_cursor_execute", self._on)
+
+
+def per_job_counts(store, jobs: list[Job], since=None, until=None) -> list[MissedCount]:
+    out = []
+    with store.connect() as conn:
+        for job in sorted(jobs, key=lambda j: j.id):
+            found = missed_on(conn, job, since, until, NOW)
+            out.append(
+                MissedCount(
+                    job.id,
+                    len(found),
+                    dict(Counter(t.reason_code for t in found)),
+                    found[0].scheduled_for if found else None,
+                    found[-1].scheduled_for if found else None,
+                )
+            )
+    return out
+
+
+def test_statements_do_not_grow_with_the_jobs(store):
+    jobs = list(seed(store, 50).values())
+    few, many = jobs[:5], jobs
+    assert {make_job(i)[0] for i in range(5)} == set(KINDS[:5])
+    counts = {}
+    for label, subset in (("few", few), ("many", many)):
+        with Counting(store) as status_count:
+            all_status(store, subset, NOW)
+        with Counting(store) as missed_count:
+            missed_counts(store, subset, NOW)
+        counts[label] = (status_count.count, missed_count.count)
+    assert counts["many"] == counts["few"], counts
+    # The per-job path read ~13 and ~6 statements per job; a constant handful now, whatever the number of jobs.
+    assert counts["many"][0] <= 14 and counts["many"][1] <= 8, counts
+
+
+def test_bulk_answers_equal_the_one_job_answers(store):
+    jobs = seed(store, 50)
+    ordered = sorted(jobs.values(), key=lambda j: j.id)
+    with store.connect() as conn:
+        one_by_one = [status_on(conn, j, NOW, 1) for j in ordered]
+        deep_one_by_one = [status_on(conn, j, NOW, 10) for j in ordered]
+        deep_bulk = status_many(conn, ordered, NOW, 10)
+        window = (T(9, 30), T(15, 0))
+        narrowed = {j.id: missed_on(conn, j, *window, NOW) for j in ordered}
+        narrowed_bulk = missed_many(conn, ordered, *window, NOW)
+    bulk = all_status(store, jobs, NOW)
+    assert [s.job.id for s in bulk] == [j.id for j in ordered]
+    for got, want in zip(bulk, one_by_one, strict=True):
+        assert got == want, got.job.id
+    assert deep_bulk == deep_one_by_one
+    assert narrowed_bulk == narrowed
+    assert missed_counts(store, jobs, NOW) == per_job_counts(store, ordered)
+    assert missed_counts(store, jobs, NOW, *window) == per_job_counts(store, ordered, *window)
+
+    # The mix is what it claims to be: every verdict the data should produce, and missed ticks of each cause.
+    verdicts = {s.job.id.split("-", 1)[1]: s.verdict_code for s in bulk}
+    assert verdicts == {
+        "outage": Verdict.MISSED,
+        "stateless": Verdict.MISSED,
+        "never": Verdict.PENDING,
+        "paused": Verdict.PAUSED,
+        "failing": Verdict.FAILING,
+        "healthy": Verdict.HEALTHY,
+        "late": Verdict.HEALTHY,
+        "refused": Verdict.REFUSED,
+        "redefined": Verdict.MISSED,
+        "file_paused": Verdict.PAUSED,
+    }
+    reasons = {m.reason_code for s in bulk for m in s.missed}
+    reasons |= {m.reason_code for found in narrowed_bulk.values() for m in found}
+    assert reasons == {
+        "no_leader",
+        "paused",
+        "catch_up_skip",
+        "catch_up_refused",
+        "concurrency",
+        "not_defined",
+        "unexplained",
+    }
+    texts = {m.reason_text for found in narrowed_bulk.values() for m in found}
+    assert any(t.startswith("before its schedule changed at 11:00") for t in texts)
+    assert any(t.startswith("no scheduler has seen this job yet") for t in texts)
+    late = next(s for s in bulk if s.job.id.endswith("-late"))
+    assert "2 runs queued or running, the oldest for 16:15" in late.verdict
+
+
+def test_bulk_answers_hold_across_id_chunks(store, monkeypatch: pytest.MonkeyPatch):
+    """Seven ids a chunk: 50 jobs take eight chunks, and no job's rows, events or state leak into another's."""
+    import schedctl.store.dialect as dialect
+
+    jobs = seed(store, 50)
+    ordered = sorted(jobs.values(), key=lambda j: j.id)
+    with store.connect() as conn:
+        one_by_one = [status_on(conn, j, NOW, 1) for j in ordered]
+    with Counting(store) as unchunked:
+        all_status(store, jobs, NOW)
+    monkeypatch.setattr(dialect, "IN_CHUNK", 7)
+    monkeypatch.setattr(dialect, "ARRAY_CHUNK", 7)
+    with Counting(store) as chunked:
+        bulk = all_status(store, jobs, NOW)
+    assert bulk == one_by_one
+    assert chunked.count > unchunked.count  # the chunks were really used
+    assert missed_counts(store, jobs, NOW) == per_job_counts(store, ordered)
+
+
+def test_a_job_listed_twice_is_answered_twice(store):
+    jobs = list(seed(store, 10).values())
+    twice = [jobs[0], *jobs]
+    summary = all_status(store, twice, NOW)
+    assert [s.job.id for s in summary] == sorted(j.id for j in twice)
+    assert summary[0] == summary[1]
+    assert dataclasses.asdict(missed_counts(store, twice, NOW)[0]) == dataclasses.asdict(
+        missed_counts(store, twice, NOW)[1]
+    )
+
+
+def test_one_read_of_the_terms_answers_every_window_inside_it(store):
+    """``TermsCover.between`` is ``terms_between`` for any window inside the cover, even over terms that break
+    the usual order: two holders at once, a number out of acquisition order, a term ended before it expired."""
+    from schedctl.store import history as h
+
+    terms = [
+        (0, T(6, 0), T(7, 0, 15), T(7, 0)),
+        (4, T(7, 30), T(7, 40), None),  # acquired before term 1, numbered after it
+        (1, T(8, 0), T(12, 2, 30), T(14, 0)),
+        (5, T(10, 0), T(10, 30), T(10, 5)),  # held while term 1 was
+        (2, T(14, 0), T(15, 30), T(15, 10)),
+        (3, T(16, 0), T(16, 45, 10), None),
+        (6, T(9, 0), T(9, 30), T(8, 50)),  # "ended" before it was acquired (clocks of different hosts)
+    ]
+    with store.begin() as conn:
+        conn.execute(
+            insert(lease_terms),
+            [
+                dict(
+                    name="cron",
+                    term=term,
+                    holder=f"host-{term}:1",
+                    acquired_at=acquired,
+                    renewed_at=expires - timedelta(seconds=15),
+                    expires_at=expires,
+                    ended_at=ended,
+                    end_reason=None if ended is None else "released",
+                    schedctl_version="0.1.0",
+                    tzdata_version="2025b",
+                )
+                for term, acquired, expires, ended in terms
+            ],
+        )
+    # Every instant a term starts or stops and a hair either side of it (the comparisons are < and <=).
+    marks = {t for _, *instants in terms for t in instants if t is not None}
+    hair = timedelta(microseconds=1)
+    points = sorted({T(5, 0), T(18, 0), *marks, *(m - hair for m in marks), *(m + hair for m in marks)})
+    pairs = [(a, u) for i, a in enumerate(points) for u in points[i:]]
+    with store.connect() as conn:
+        # Covers from every point to the end and from the start to every point: most windows sit strictly inside.
+        covers = [h.TermsCover(conn, "cron", p, points[-1]) for p in points]
+        covers += [h.TermsCover(conn, "cron", points[0], p) for p in points]
+        seen, checked = set(), 0
+        for a, u in pairs:
+            want = h.terms_between(conn, "cron", a, u)
+            for cover in covers:
+                if cover.since <= a and u <= cover.until:
+                    assert cover.between(a, u) == want, (cover.since, cover.until, a, u)
+                    checked += 1
+            seen.add(tuple(t.term for t in want))
+        with pytest.raises(ValueError):
+            covers[0].between(points[0] - hair, points[-1])
+    assert checked > 10 * len(pairs)
+    assert len(seen) > 10  # the windows really did ask for different sets of terms
+
+
+def test_each_bulk_read_equals_its_one_job_read(store):
+    from schedctl.store import history as h
+
+    jobs = seed(store, 20)
+    ids = sorted(jobs)
+    with store.connect() as conn:
+        states = h.job_states_of(conn, ids)
+        assert states == {i: s for i in ids if (s := h.job_state_of(conn, i)) is not None}
+        assert len(states) < len(ids)
+        firsts = h.earliest_runs_at(conn, ids)
+        assert firsts == {i: at for i in ids if (at := h.earliest_run_at(conn, i)) is not None}
+        between = h.runs_between_by_job(conn, ids, T(9, 30), T(15, 0))
+        assert between == {i: h.runs_between(conn, i, T(9, 30), T(15, 0)) for i in ids}
+        some = (("failed", "timed_out"), ("succeeded", "skipped", "running"))
+        # At NOW a late job's newest row is queued: a pick by state must look past rows outside its states.
+        for before, limit in [(at, n) for at in (T(16, 0), NOW) for n in (1, 3, 22)]:
+            [latest] = h.latest_runs_by_job(conn, ids, before, [(limit, None)])
+            assert latest == {i: h.recent_runs(conn, i, before, limit) for i in ids}, (before, limit)
+            for states_ in some:
+                [latest] = h.latest_runs_by_job(conn, ids, before, [(limit, states_)])
+                assert latest == {i: h.runs_in_states(conn, i, states_, before, limit) for i in ids}
+        # Several picks from one read: each as if read alone.
+        picks = [(4, some[0]), (2, None), (1, some[1]), (9, some[0])]
+        together = h.latest_runs_by_job(conn, ids, NOW, picks)
+        assert together == [h.latest_runs_by_job(conn, ids, NOW, [p])[0] for p in picks]
+        assert all(any(part.values()) for part in together)
+        active = h.active_runs_by_job(conn, ids)
+        assert {i: active.get(i, (0, None)) for i in ids} == {i: h.active_runs(conn, i) for i in ids}
+        assert active  # the late jobs have a queued and a running run
+        kinds = ("paused", "resumed", "schedule_changed")
+        events = h.events_by_job(conn, ids, kinds, until=NOW)
+        assert events == {i: h.events_of(conn, i, kinds, until=NOW) for i in ids}
+        assert h.events_by_job(conn, ids) == {i: h.events_of(conn, i) for i in ids}
+        assert any(events.values())
