@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.errors import ReplayRefused
 from schedctl.job import Job
-from schedctl.missed import CATCH_UP_GRACE, missed_on, rfc3339
+from schedctl.missed import CATCH_UP_GRACE, missed_many, rfc3339
 from schedctl.store import Store
 from schedctl.store import history as h
 from schedctl.store.dialect import insert_ignore
@@ -81,14 +81,17 @@ def plan_replay(
     """Exactly the ticks ``missed`` lists for these jobs in the window, oldest first; writes nothing."""
     ticks: list[ReplayTick] = []
     clears: list[str] = []
+    ordered = sorted(jobs, key=lambda j: j.id)
     with store.connect() as conn:
-        for job in sorted(jobs, key=lambda j: j.id):
-            for m in missed_on(conn, job, since, until, now, grace=grace):
-                action = "requeue" if m.row_state == "skipped" else "insert"
-                ticks.append(ReplayTick(job.id, m.scheduled_for, action, m.reason_code))
-            state = h.job_state_of(conn, job.id)
-            if state is not None and state.refused_at is not None:
-                clears.append(job.id)
+        states = h.job_states_of(conn, [j.id for j in ordered])
+        missed = missed_many(conn, ordered, since, until, now, grace=grace, states=states)
+    for job in ordered:
+        for m in missed[job.id]:
+            action = "requeue" if m.row_state == "skipped" else "insert"
+            ticks.append(ReplayTick(job.id, m.scheduled_for, action, m.reason_code))
+        state = states.get(job.id)
+        if state is not None and state.refused_at is not None:
+            clears.append(job.id)
     ticks.sort(key=lambda t: (t.scheduled_for, t.job_id))
     return ReplayPlan(ticks=ticks, clears=clears)
 

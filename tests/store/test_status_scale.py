@@ -289,6 +289,19 @@ def test_statements_do_not_grow_with_the_jobs(store):
     assert counts["many"][0] <= 14 and counts["many"][1] <= 8, counts
 
 
+def test_a_replay_plan_reads_in_bulk_and_lists_what_missed_lists(store):
+    from schedctl.replay import plan_replay
+
+    jobs = list(seed(store, 50).values())
+    with Counting(store) as few:
+        plan_replay(store, jobs[:5], None, None, NOW)
+    with Counting(store) as many:
+        plan = plan_replay(store, jobs, None, None, NOW)
+    assert many.count == few.count, (few.count, many.count)
+    listed = sorted((m.job_id, m.count) for m in per_job_counts(store, jobs) if m.count)
+    assert sorted(plan.per_job().items()) == listed
+
+
 def test_bulk_answers_equal_the_one_job_answers(store):
     jobs = seed(store, 50)
     ordered = sorted(jobs.values(), key=lambda j: j.id)
