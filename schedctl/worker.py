@@ -26,6 +26,7 @@ from typing import Any
 from schedctl.clock import Clock
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
+from schedctl.groupguard import GroupGuard
 from schedctl.hooks import Hooks
 from schedctl.observability import health, metrics
 from schedctl.settings import WorkerSettings
@@ -85,6 +86,7 @@ class Worker:
         self._listener: Any = None
         self._listener_fd = -1
         self._inbox: wake.Inbox | None = None  # SQLite: the scheduler's wake-ups (see store/wake.py)
+        self._guard: GroupGuard | None = None  # kills our jobs if we die without stopping them
         self._next_listen = 0.0
         self._claim_now = True
         self._nudged = threading.Event()  # set from the scheduler thread of a `--role all` process
@@ -140,6 +142,7 @@ class Worker:
                 self.settings.heartbeat_interval,
                 extra={"event": "stale_window_short"},
             )
+        self._guard = GroupGuard.start()
         database = self.store.url.database
         if self.store.dialect == "sqlite" and database not in (None, "", ":memory:"):
             self._inbox = wake.Inbox.open(database)
@@ -377,6 +380,8 @@ class Worker:
             before_close=self._forget_fd,
         )
         self._active[run.key] = _Active(run, execution)
+        if self._guard is not None and execution.pid is not None:
+            self._guard.watch(execution.pid)  # its process group: the pid, as it leads the group
         for fd in (execution.output_fd, execution.exit_fd):
             if fd is not None:
                 self._register(fd, run.key)
@@ -471,6 +476,8 @@ class Worker:
                 continue
             del self._active[key]
             execution = active.execution
+            if self._guard is not None and execution.pid is not None:
+                self._guard.forget(execution.pid)
             if not active.lost:
                 self._pending.append(
                     _Pending(
@@ -664,6 +671,8 @@ class Worker:
         self._drop_listener()
         if self._inbox is not None:
             self._inbox.close()
+        if self._guard is not None:
+            self._guard.close()
         self._selector.close()
         for fd in (self._wake_r, self._wake_w):
             try:

@@ -193,6 +193,29 @@ def test_sigkill_mid_run_is_taken_over_after_the_stale_window_from_the_checkpoin
     assert stop(b) == 0
 
 
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for whoever inherited it to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_a_sigkilled_workers_jobs_die_with_it_grandchildren_too(env):
+    """No orphan keeps running beside the copy a takeover will start: the worker's watchdog kills the
+    job's process group when the worker dies without stopping it."""
+    pids = env.tmp / "pids"
+    env.queue(env.job("long", f"sleep 300 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"))
+    a = env.worker("wA")
+    wait_for("the job and its child", lambda: pids.exists() and pids.read_text().strip())
+    job_pids = [int(p) for p in pids.read_text().split()]
+    assert all(_alive(p) for p in job_pids)
+    a.kill()
+    a.wait()
+    wait_for("the job's processes to die with the worker", lambda: not any(_alive(p) for p in job_pids), 5)
+
+
 def test_sigterm_mid_run_hands_the_run_back_and_another_worker_resumes_at_once(env):
     env.queue(env.job("steps", STEP_JOB.replace("STEPS", "10")))
     a = env.worker("wA")
