@@ -15,7 +15,7 @@ from sqlalchemy import and_, func, or_, select
 
 from schedctl.observability import metrics
 from schedctl.store.dialect import db_now
-from schedctl.store.schema import job_runs
+from schedctl.store.schema import QUEUED, job_runs
 from schedctl.store.types import UTCDateTime
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def sample_queue(store: Store) -> tuple[int, float]:
     with store.connect() as conn:
         now: datetime = conn.execute(select(db_now())).scalar_one()
         due = and_(
-            job_runs.c.state == "queued",
+            job_runs.c.state == QUEUED,  # inline, so the partial queued index serves the count
             or_(job_runs.c.not_before.is_(None), job_runs.c.not_before <= now),
         )
         waiting_since = func.coalesce(job_runs.c.not_before, job_runs.c.scheduled_for, type_=UTCDateTime())

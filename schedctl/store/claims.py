@@ -23,7 +23,6 @@ from sqlalchemy import (
     exists,
     func,
     insert,
-    literal_column,
     or_,
     select,
     tuple_,
@@ -34,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 
 from schedctl.job import Job, labels_key
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
-from schedctl.store.schema import job_events, job_runs, job_state
+from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state
 
 MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
 FAILED_STATES = ("failed", "timed_out", "cancelled")  # kept under the failed-history limit
@@ -138,12 +137,6 @@ def claim(
             continue  # another worker runs this job right now; its turn will come
         claimed.append(_claimed(row))
     return claimed
-
-
-# Inline literals, not bound parameters: a planner matches a partial index's `state = 'queued'` only against
-# the same constant in the query (PostgreSQL's generic plans and SQLite never see a parameter's value).
-QUEUED: Any = literal_column("'queued'")
-RUNNING: Any = literal_column("'running'")
 
 
 @functools.lru_cache(maxsize=32)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -13,6 +15,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    literal_column,
     text,
 )
 
@@ -140,3 +143,9 @@ job_events = Table(
     Column("detail", Text, nullable=True),
     Index("ix_job_events_job_at", "job_id", "at"),
 )
+
+# The run states the partial indexes above are for, as inline SQL literals rather than bound parameters: a
+# planner matches `WHERE state = 'queued'` against the same constant in a query, never against a parameter
+# (PostgreSQL's generic plans and SQLite's planner do not see its value).
+QUEUED: Any = literal_column("'queued'")
+RUNNING: Any = literal_column("'running'")
