@@ -143,9 +143,8 @@ class Worker:
                 extra={"event": "stale_window_short"},
             )
         self._guard = GroupGuard.start()
-        database = self.store.url.database
-        if self.store.dialect == "sqlite" and database not in (None, "", ":memory:"):
-            self._inbox = wake.Inbox.open(database)
+        if self.store.sqlite_file is not None:
+            self._inbox = wake.Inbox.open(self.store.sqlite_file)
             if self._inbox is not None:
                 self._selector.register(self._inbox.fileno(), selectors.EVENT_READ, "inbox")
         try:

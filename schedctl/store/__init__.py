@@ -82,6 +82,8 @@ class Store:
         self.engine = engine
         self.url = engine.url
         self.dialect = engine.dialect.name  # "sqlite" | "postgresql" | "mysql" (MariaDB reports "mysql")
+        # The database file on SQLite; None in memory and on the other backends.
+        self.sqlite_file = _sqlite_file(engine.url)
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
@@ -200,6 +202,12 @@ def _ping_when_idle(engine: Engine) -> None:
             raise DisconnectionError("the ping found the connection closed")
 
 
+def _sqlite_file(url: URL) -> str | None:
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return url.database
+
+
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -207,7 +215,7 @@ def _configure_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if engine.url.database not in (None, "", ":memory:"):
+        if _sqlite_file(engine.url) is not None:
             cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()

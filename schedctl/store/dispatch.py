@@ -189,9 +189,8 @@ def dispatch(
         if result.queued and conn.dialect.name == "postgresql":
             # Delivered at commit, so a worker that wakes on it sees the rows.
             conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
-    database = store.url.database
-    if result.queued and store.dialect == "sqlite" and database not in (None, "", ":memory:"):
-        wake.wake_workers(database)  # after the commit, for the same reason
+    if result.queued and store.sqlite_file is not None:
+        wake.wake_workers(store.sqlite_file)  # after the commit, for the same reason
     return result
 
 
@@ -322,9 +321,9 @@ def _static(job: Job) -> _Static:
     return cached[1]
 
 
-def newest_ticks(ticks: Iterable[Tick], into: dict[str, datetime] | None = None) -> dict[str, datetime]:
-    """Job id -> the newest of its ``ticks`` (merged into ``into`` when given)."""
-    newest: dict[str, datetime] = {} if into is None else into
+def newest_ticks(ticks: Iterable[Tick]) -> dict[str, datetime]:
+    """Job id -> the newest of its ``ticks``."""
+    newest: dict[str, datetime] = {}
     for tick in ticks:
         seen = newest.get(tick.job_id)
         if seen is None or tick.scheduled_for > seen:

@@ -359,7 +359,7 @@ class FlakyStore:
     """The real store, with an outage switch: while ``down`` is set every transaction fails as unreachable."""
 
     def __init__(self, real: Any) -> None:
-        self.real, self.dialect, self.url = real, real.dialect, real.url
+        self.real, self.dialect, self.url, self.sqlite_file = real, real.dialect, real.url, real.sqlite_file
         self.down = threading.Event()
 
     @contextlib.contextmanager
