@@ -208,6 +208,26 @@ def _sqlite_file(url: URL) -> str | None:
     return url.database
 
 
+def _set_wal(cursor: Any) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out a writer as busy_timeout would.
+
+    Until a new file's first write commits, it is not in WAL mode yet, and switching it needs the file to
+    ourselves: SQLite then answers "database is locked" at once, without its busy handler. Two processes
+    opening a brand-new database together (two `serve --migrate`) meet exactly that.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -216,7 +236,7 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
         if _sqlite_file(engine.url) is not None:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _set_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
