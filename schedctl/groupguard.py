@@ -3,9 +3,11 @@
 Each job runs in a process group of its own, so that the worker can signal the whole job; the price is that
 the kernel does not take the job down with a worker that was killed outright, and the run's takeover would
 start a second copy beside the orphan. The worker therefore starts this small process at startup, in a
-session of its own, and tells it through a pipe which groups are running (``+PGID`` / ``-PGID`` lines). When
-the pipe reaches end of file, because the worker exited or was killed, the watchdog sends SIGKILL to every
-group still listed and exits. A worker that stops cleanly has listed none by then.
+session of its own, and tells it through a pipe which groups are running (``+PGID`` / ``-PGID`` lines) and
+which of its files to remove if it cannot (``rPATH``: its private folder, its wake-up socket). When the pipe
+reaches end of file, because the worker exited or was killed, the watchdog sends SIGKILL to every group still
+listed, removes those paths and exits. A worker that stops cleanly has listed no group by then and has removed
+its files itself.
 
 Run as ``python -m schedctl.groupguard``; ``GroupGuard`` is the worker's side.
 """
@@ -14,9 +16,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 log = logging.getLogger("schedctl.worker")
 
@@ -55,6 +59,9 @@ class GroupGuard:
     def forget(self, pgid: int) -> None:
         self._send(b"-%d\n" % pgid)
 
+    def remove_on_exit(self, path: Path) -> None:
+        self._send(b"r" + os.fsencode(path) + b"\n")
+
     def _send(self, line: bytes) -> None:
         if self._broken:
             return
@@ -87,7 +94,11 @@ def main() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     groups: set[int] = set()
+    paths: list[bytes] = []
     for line in sys.stdin.buffer:
+        if line.startswith(b"r"):
+            paths.append(line[1:].rstrip(b"\n"))
+            continue
         try:
             pgid = int(line[1:])
         except ValueError:
@@ -103,6 +114,18 @@ def main() -> None:
             os.killpg(pgid, signal.SIGKILL)
         except OSError:
             pass
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            for remove in (
+                os.unlink,
+                lambda p: os.rmdir(os.path.dirname(p)),
+            ):  # and its folder, when now empty
+                try:
+                    remove(path)
+                except OSError:
+                    pass
 
 
 if __name__ == "__main__":

@@ -143,10 +143,14 @@ class Worker:
                 extra={"event": "stale_window_short"},
             )
         self._guard = GroupGuard.start()
+        if self._guard is not None:
+            self._guard.remove_on_exit(self._root)  # checkpoints of our jobs: not left behind by a SIGKILL
         if self.store.sqlite_file is not None:
             self._inbox = wake.Inbox.open(self.store.sqlite_file)
             if self._inbox is not None:
                 self._selector.register(self._inbox.fileno(), selectors.EVENT_READ, "inbox")
+                if self._guard is not None:
+                    self._guard.remove_on_exit(self._inbox.path)
         try:
             while self._turn(stopping, killing):
                 pass

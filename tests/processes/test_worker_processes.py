@@ -204,16 +204,20 @@ def _alive(pid: int) -> bool:
 
 def test_a_sigkilled_workers_jobs_die_with_it_grandchildren_too(env):
     """No orphan keeps running beside the copy a takeover will start: the worker's watchdog kills the
-    job's process group when the worker dies without stopping it."""
+    job's process group when the worker dies without stopping it, and removes the worker's private folder
+    (where its jobs' checkpoint files live)."""
     pids = env.tmp / "pids"
-    env.queue(env.job("long", f"sleep 300 & echo $$ $! > {pids}.tmp; mv {pids}.tmp {pids}; wait"))
+    command = f'sleep 300 & echo $$ $! "$SCHEDCTL_CHECKPOINT_FILE" > {pids}.tmp; mv {pids}.tmp {pids}; wait'
+    env.queue(env.job("long", command))
     a = env.worker("wA")
     wait_for("the job and its child", lambda: pids.exists() and pids.read_text().strip())
-    job_pids = [int(p) for p in pids.read_text().split()]
-    assert all(_alive(p) for p in job_pids)
+    first, second, checkpoint = pids.read_text().split()
+    job_pids, folder = [int(first), int(second)], Path(checkpoint).parent
+    assert all(_alive(p) for p in job_pids) and folder.is_dir()
     a.kill()
     a.wait()
     wait_for("the job's processes to die with the worker", lambda: not any(_alive(p) for p in job_pids), 5)
+    wait_for("the worker's folder to go", lambda: not folder.exists(), 5)
 
 
 def test_sigterm_mid_run_hands_the_run_back_and_another_worker_resumes_at_once(env):
