@@ -488,10 +488,9 @@ def missed_many(
     cover = h.TermsCover(conn, lease_name, lo, hi + timedelta(seconds=grace))
     events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
     for job in items:
-        own = windows.get(job.id)
-        if own is None:
+        if job.id not in windows:
             continue
-        window = own
+        window = windows[job.id]
         mine = [r for r in runs[job.id] if window.after < r.scheduled_for < window.until]
         terms = cover.between(window.after, window.until + timedelta(seconds=grace))
         out[job.id] = _explain(
