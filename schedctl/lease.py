@@ -277,13 +277,16 @@ def _lease_query(name: str, full: bool = False) -> Any:
 def _take(conn: Connection, name: str, identity: str, duration: float) -> bool:
     """The election: one conditional UPDATE, or the first INSERT. True when this candidate now holds it."""
     lease = scheduler_lease.c
-    # Strictly live: a lease released (expires_at = now) or lapsed starts a new term, even for its holder.
+    # Live means strictly before its expiry, the same test fence() applies; so a lease is free from the
+    # instant it expires. A release writes expires_at = now, and a take-over read in that same clock tick
+    # must see it free: SQLite's clock has millisecond steps, and a coarser server clock is equally legal.
+    # Hence `<=` below, never `<`. Released or lapsed, the next holder starts a new term, even its old one.
     still_mine = and_(lease.holder == identity, lease.expires_at > db_now())
     # MySQL evaluates SET assignments left to right, each seeing the ones before it: the CASEs must read
     # the old holder and expiry, so they come first and holder/expires_at last.
     stmt = (
         update(scheduler_lease)
-        .where(lease.name == name, or_(lease.holder == identity, lease.expires_at < db_now()))
+        .where(lease.name == name, or_(lease.holder == identity, lease.expires_at <= db_now()))
         .ordered_values(
             (lease.term, case((still_mine, lease.term), else_=lease.term + 1)),
             (lease.acquired_at, case((still_mine, lease.acquired_at), else_=db_now())),

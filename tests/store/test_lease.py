@@ -148,6 +148,20 @@ def test_history_is_newest_first_and_limited(store):
     assert lease.history(store, "other") == [] and lease.current(store, "other") is None
 
 
+def test_a_released_lease_is_free_in_the_same_clock_tick(store):
+    """A release writes expires_at = now; a take-over read at that same instant must win.
+
+    SQLite's clock moves in milliseconds, so back-to-back release/take pairs land in one tick most of the
+    time; with a strict `expires_at < now` most of these 40 take-overs failed. No timing margin: every
+    pair must succeed whatever the clock's resolution.
+    """
+    for i in range(40):
+        result = lease.acquire_or_renew(store, NAME, f"h{i % 2}", 300)
+        assert result.held, f"take-over {i} failed right after a release"
+        assert lease.release(store, NAME, f"h{i % 2}", result.term)
+    assert lease.current(store, NAME).term == 40
+
+
 def _wait_until_lapsed(store, expires_at, conn=None):
     """Poll the database's clock (never this host's) until ``expires_at`` has passed."""
     for _ in range(200):
