@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
@@ -201,49 +201,56 @@ def _fence(conn: Connection, fence: Fence) -> None:
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
-    """forbid: a tick due while a run of the job is active becomes a skipped row (catch-up ticks excepted)."""
+    """forbid: a tick due now while a run of the job is *executing* becomes a skipped row.
+
+    Only an executing (``running``) run blocks, never a queued one: forbid promises that two runs of a job
+    never execute at once, and the claim query keeps that promise for everything queued (one running run
+    per forbid job, the earliest queued first, and the unique ``(job_id, exclusive)`` index behind it). So a
+    tick due while the job's backlog is still queued, or while its last run waits for a worker, queues
+    behind it rather than being lost, and a late tick of a catch-up pass (``Tick.late``) is never skipped.
+    """
     forbid = {
         t.job_id
         for t, s in zip(ticks, statics, strict=True)
-        if s[3] is Concurrency.FORBID and t.state is _QUEUED and not t.catch_up
+        if s[3] is Concurrency.FORBID and t.state is _QUEUED and not t.late
     }
     if not forbid:
         return list(ticks)
-    busy = active_jobs(conn, forbid)
+    executing = executing_runs(conn, forbid)
     out: list[Tick] = []
     for tick in ticks:
-        if tick.job_id in forbid and tick.queued:
-            if tick.job_id in busy and not tick.catch_up:
-                tick = Tick(
-                    tick.job_id,
-                    tick.scheduled_for,
-                    RunState.SKIPPED,
-                    SkipReason.CONCURRENCY,
-                    'a run of the job was still queued or running (concurrency = "forbid")',
-                )
-            busy.add(tick.job_id)
+        since = executing.get(tick.job_id)
+        if since is not None and tick.queued and not tick.late:
+            tick = Tick(
+                tick.job_id,
+                tick.scheduled_for,
+                RunState.SKIPPED,
+                SkipReason.CONCURRENCY,
+                f"the run of {since.isoformat()} was still executing (concurrency = \"forbid\")",
+            )
         out.append(tick)
     return out
 
 
-def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
-    """The jobs among ``job_ids`` with a queued or running run."""
-    busy: set[str] = set()
+def executing_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, datetime]:
+    """Job id -> the tick of its executing (``running``) run, for the jobs among ``job_ids`` that have one."""
+    found: dict[str, datetime] = {}
     for chunk in id_chunks(conn, list(job_ids)):
         query = (
-            select(job_runs.c.job_id)
-            .where(job_runs.c.state.in_(_ACTIVE), in_list(conn, job_runs.c.job_id, chunk))
-            .distinct()
+            select(job_runs.c.job_id, func.min(job_runs.c.scheduled_for))
+            .where(job_runs.c.state == RunState.RUNNING.value, in_list(conn, job_runs.c.job_id, chunk))
+            .group_by(job_runs.c.job_id)
         )
-        busy.update(conn.execute(query).scalars())
-    return busy
+        found.update((job_id, at) for job_id, at in conn.execute(query))
+    return found
 
 
 def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static]) -> None:
-    """replace: ask every earlier active run of the job to stop; the worker ends it `cancelled`."""
+    """replace: a tick due now asks every earlier active run of the job to stop; the worker ends it
+    `cancelled`. A late tick of a catch-up pass is backlog, not a newer run due now: it cancels nothing."""
     newest: dict[str, datetime] = {}
     for tick, static in zip(decided, statics, strict=True):
-        if static[3] is Concurrency.REPLACE and tick.state is _QUEUED:
+        if static[3] is Concurrency.REPLACE and tick.state is _QUEUED and not tick.late:
             newest[tick.job_id] = max(tick.scheduled_for, newest.get(tick.job_id, tick.scheduled_for))
     for at, ids in _by_value(newest).items():
         for chunk in id_chunks(conn, ids):
