@@ -213,7 +213,7 @@ def _catch_up_latest(job: Job, win: Window, now: datetime) -> list[Tick]:
     cutoff = win.late[0] if win.late else None
     missed_why = 'missed while no scheduler was dispatching; superseded by a later tick (catch_up = "latest")'
     late_why = (
-        'dispatched late (no scheduler was dispatching at its time); superseded by a later tick '
+        "dispatched late (no scheduler was dispatching at its time); superseded by a later tick "
         '(catch_up = "latest")'
     )
     ticks = [

@@ -226,7 +226,7 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
                 tick.scheduled_for,
                 RunState.SKIPPED,
                 SkipReason.CONCURRENCY,
-                f"the run of {since.isoformat()} was still executing (concurrency = \"forbid\")",
+                f'the run of {since.isoformat()} was still executing (concurrency = "forbid")',
             )
         out.append(tick)
     return out
