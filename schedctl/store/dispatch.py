@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
@@ -201,13 +201,14 @@ def _fence(conn: Connection, fence: Fence) -> None:
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
-    """forbid: a tick due now while a run of the job is *executing* becomes a skipped row.
+    """forbid: a tick due now becomes a skipped row while a run of the job executes, or while the run of an
+    earlier tick that was due on time still waits for a worker (Kubernetes' Forbid: that run is active).
 
-    Only an executing (``running``) run blocks, never a queued one: forbid promises that two runs of a job
-    never execute at once, and the claim query keeps that promise for everything queued (one running run
-    per forbid job, the earliest queued first, and the unique ``(job_id, exclusive)`` index behind it). So a
-    tick due while the job's backlog is still queued, or while its last run waits for a worker, queues
-    behind it rather than being lost, and a late tick of a catch-up pass (``Tick.late``) is never skipped.
+    A backlog run (queued late by a catch-up pass, or by `schedctl replay`) blocks only once it executes:
+    the tick queues behind it and the claim query runs them one after another, oldest first (one running
+    run per forbid job, with the unique ``(job_id, exclusive)`` index behind it). So forbid never drops a
+    backlog that catch-up deliberately queued, and never grows one of its own: a tick due while a run
+    executes is skipped, so the queue drains. A late tick (``Tick.late``) is never skipped.
     """
     forbid = {
         t.job_id
@@ -216,33 +217,50 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
     }
     if not forbid:
         return list(ticks)
-    executing = executing_runs(conn, forbid)
+    blocking = blocking_runs(conn, forbid)
     out: list[Tick] = []
     for tick in ticks:
-        since = executing.get(tick.job_id)
-        if since is not None and tick.queued and not tick.late:
+        blocker = blocking.get(tick.job_id)
+        if blocker is not None and tick.queued and not tick.late:
+            at, state = blocker
+            doing = "still executing" if state == _RUNNING else "still queued, waiting for a worker"
             tick = Tick(
                 tick.job_id,
                 tick.scheduled_for,
                 RunState.SKIPPED,
                 SkipReason.CONCURRENCY,
-                f'the run of {since.isoformat()} was still executing (concurrency = "forbid")',
+                f'the run of {at.isoformat()} was {doing} (concurrency = "forbid")',
             )
         out.append(tick)
     return out
 
 
-def executing_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, datetime]:
-    """Job id -> the tick of its executing (``running``) run, for the jobs among ``job_ids`` that have one."""
-    found: dict[str, datetime] = {}
+def blocking_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[datetime, str]]:
+    """Job id -> (tick, state) of the run that makes forbid skip a tick due now: an executing run, else an
+    on-time run still queued. Backlog rows are told apart by their ``reason_detail`` (see ``LATE_DETAIL``)."""
+    r = job_runs.c
+    found: dict[str, tuple[datetime, str]] = {}
     for chunk in id_chunks(conn, list(job_ids)):
-        query = (
-            select(job_runs.c.job_id, func.min(job_runs.c.scheduled_for))
-            .where(job_runs.c.state == RunState.RUNNING.value, in_list(conn, job_runs.c.job_id, chunk))
-            .group_by(job_runs.c.job_id)
+        query = select(r.job_id, r.scheduled_for, r.state).where(
+            in_list(conn, r.job_id, chunk),
+            or_(r.state == _RUNNING, and_(r.state == RunState.QUEUED.value, r.reason_detail.is_(None))),
         )
-        found.update((job_id, at) for job_id, at in conn.execute(query))
+        for job_id, at, state in conn.execute(query):
+            seen = found.get(job_id)
+            if seen is None or _cause_rank(at, state) < _cause_rank(*seen):
+                found[job_id] = (at, state)
     return found
+
+
+def _cause_rank(at: datetime, state: str) -> tuple[bool, datetime]:
+    """The executing run names the cause best; among queued ones, the oldest."""
+    return (state != _RUNNING, at)
+
+
+_RUNNING = RunState.RUNNING.value
+# reason_detail of a run queued late by a catch-up pass: says why it ran off-schedule, and marks it as backlog
+# (so is replay's own sentence): forbid lets a tick due now queue behind such a run instead of skipping it.
+LATE_DETAIL = "queued late by a catch-up pass: no scheduler dispatched it at its time"
 
 
 def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static]) -> None:
@@ -278,7 +296,7 @@ def _insert_rows(
         "scheduled_for": [t.scheduled_for for t in decided],
         "state": [str(t.state) for t in decided],
         "reason": [None if t.reason is None else str(t.reason) for t in decided],
-        "reason_detail": [t.detail for t in decided],
+        "reason_detail": [LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
         "manual": [False] * n,
         "term": [term] * n,
         "attempt": [0] * n,

@@ -188,8 +188,9 @@ def _reason_of(store: Any, at: datetime) -> str | None:
     raise AssertionError(f"no row for {at}: {_rows(store)}")
 
 
-def _after_gap(store: Any, job: Job, gap: int) -> Scheduler:
-    """A leader dispatches 10:00:10 on time, stops; a second one takes over ``gap`` seconds later."""
+def _after_gap(store: Any, job: Job, gap: int, then: int = 0) -> None:
+    """A leader dispatches 10:00:10 on time, stops; a second one takes over ``gap`` seconds later and
+    leads ``then`` seconds more."""
     clock = FakeClock(T0)
     a = _leader(store, clock, "a", job)
     a.turn()
@@ -200,22 +201,30 @@ def _after_gap(store: Any, job: Job, gap: int) -> Scheduler:
     clock.advance(gap)
     b = _leader(store, clock, "b", job)
     b.turn()
+    if then:
+        clock.advance(then)
+        b.turn()
     b.resign()
-    return b
 
 
-def _overlap(store: Any, executing: bool) -> None:
-    """10:00:10 is queued; it executes (or still waits for a worker) when 10:00:20 is due now."""
+def _overlap(store: Any) -> None:
+    """10:00:10 is queued on time and executing when 10:00:20 is due now."""
     clock = FakeClock(T0)
     a = _leader(store, clock, "a", _job())
     a.turn()
     clock.advance(10)
     a.turn()
-    if executing:
-        assert _claim_one(store, "w1") is not None
+    assert _claim_one(store, "w1") is not None
     clock.advance(10)
     a.turn()
     a.resign()
+
+
+def _due_behind_a_queued_backlog(store: Any) -> datetime:
+    """A failover queues 10:00:20 and 10:00:30 late; nothing executes yet when 10:00:40 is due now."""
+    _after_gap(store, _job(), gap=20, then=10)
+    assert [state for _, state, _ in _rows(store)] == ["succeeded", "queued", "queued", "queued"]
+    return TICK + timedelta(seconds=40)
 
 
 AT = TICK + timedelta(seconds=20)  # the tick each scenario looks at
@@ -223,12 +232,7 @@ Scenario = Callable[[Any], datetime]
 
 
 def _concurrency_given(store: Any) -> datetime:
-    _overlap(store, executing=True)
-    return AT
-
-
-def _concurrency_not_given(store: Any) -> datetime:
-    _overlap(store, executing=False)  # queued behind 10:00:10: nothing executes yet
+    _overlap(store)
     return AT
 
 
@@ -250,7 +254,7 @@ def _policy(catch_up: CatchUp, gap: int, at: datetime = AT, **kw: Any) -> Scenar
 
 # reason -> (a scenario in which the tick gets it, one in which the tick must not)
 SCENARIOS: dict[SkipReason, tuple[Scenario, Scenario]] = {
-    SkipReason.CONCURRENCY: (_concurrency_given, _concurrency_not_given),
+    SkipReason.CONCURRENCY: (_concurrency_given, _due_behind_a_queued_backlog),
     SkipReason.STARTING_DEADLINE: (_deadline(5), _deadline(60)),
     # 10:00:20 is 90.5 s old after a 100 s gap (missed), 20.5 s old after a 30 s gap (late: it runs).
     SkipReason.CATCH_UP_SKIP: (_policy(CatchUp.SKIP, 100), _policy(CatchUp.SKIP, 30)),
