@@ -201,14 +201,15 @@ def _fence(conn: Connection, fence: Fence) -> None:
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
-    """forbid: a tick due now becomes a skipped row while a run of the job executes, or while the run of an
-    earlier tick that was due on time still waits for a worker (Kubernetes' Forbid: that run is active).
+    """forbid: a tick due now becomes a skipped row while the run of an earlier *on-time* tick of the job is
+    executing or still queued (cron + ``flock -n``; Kubernetes' Forbid counts a pending run as active).
 
-    A backlog run (queued late by a catch-up pass, or by `schedctl replay`) blocks only once it executes:
-    the tick queues behind it and the claim query runs them one after another, oldest first (one running
-    run per forbid job, with the unique ``(job_id, exclusive)`` index behind it). So forbid never drops a
-    backlog that catch-up deliberately queued, and never grows one of its own: a tick due while a run
-    executes is skipped, so the queue drains. A late tick (``Tick.late``) is never skipped.
+    A backlog run (queued late by a catch-up pass, or by `schedctl replay`) never causes a skip, queued or
+    executing: the tick due now queues behind it. Executing one at a time is the claim query's job (one
+    running run per forbid job, the earliest queued first, the unique ``(job_id, exclusive)`` index behind
+    it), so a skip here only says the job's own runs overran. So no backlog tick is lost to forbid, and the
+    queue stays bounded: behind a backlog waits at most one on-time run, since the next tick due while it
+    waits is skipped. A late tick (``Tick.late``) is never skipped.
     """
     forbid = {
         t.job_id
@@ -223,7 +224,7 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
         blocker = blocking.get(tick.job_id)
         if blocker is not None and tick.queued and not tick.late:
             at, state = blocker
-            doing = "still executing" if state == _RUNNING else "still queued, waiting for a worker"
+            doing = "still executing" if state == _RUNNING else "still queued"
             tick = Tick(
                 tick.job_id,
                 tick.scheduled_for,
@@ -236,14 +237,13 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
 
 
 def blocking_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[datetime, str]]:
-    """Job id -> (tick, state) of the run that makes forbid skip a tick due now: an executing run, else an
-    on-time run still queued. Backlog rows are told apart by their ``reason_detail`` (see ``LATE_DETAIL``)."""
+    """Job id -> (tick, state) of the on-time run, queued or running, that makes forbid skip a tick due now.
+    Backlog rows are told apart by their ``reason_detail`` (see ``LATE_DETAIL``)."""
     r = job_runs.c
     found: dict[str, tuple[datetime, str]] = {}
     for chunk in id_chunks(conn, list(job_ids)):
         query = select(r.job_id, r.scheduled_for, r.state).where(
-            in_list(conn, r.job_id, chunk),
-            or_(r.state == _RUNNING, and_(r.state == RunState.QUEUED.value, r.reason_detail.is_(None))),
+            in_list(conn, r.job_id, chunk), r.state.in_(_ACTIVE), r.reason_detail.is_(None)
         )
         for job_id, at, state in conn.execute(query):
             seen = found.get(job_id)
@@ -259,7 +259,7 @@ def _cause_rank(at: datetime, state: str) -> tuple[bool, datetime]:
 
 _RUNNING = RunState.RUNNING.value
 # reason_detail of a run queued late by a catch-up pass: says why it ran off-schedule, and marks it as backlog
-# (so is replay's own sentence): forbid lets a tick due now queue behind such a run instead of skipping it.
+# (so does replay's own sentence), which forbid queues a tick due now behind instead of skipping the tick.
 LATE_DETAIL = "queued late by a catch-up pass: no scheduler dispatched it at its time"
 
 

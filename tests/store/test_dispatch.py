@@ -148,7 +148,7 @@ def test_forbid_skips_while_an_on_time_run_still_waits_for_a_worker(store: Any) 
     dispatch(store, fence, [_queued("j", T0)], {"j": j}, T0)
     result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
     assert [t.detail for t in result.skipped] == [
-        f'the run of {T0.isoformat()} was still queued, waiting for a worker (concurrency = "forbid")'
+        f'the run of {T0.isoformat()} was still queued (concurrency = "forbid")'
     ]
 
 

@@ -177,6 +177,36 @@ def test_a_tick_due_while_a_run_executes_is_skipped_for_concurrency_and_a_backlo
     b.resign()
 
 
+def test_a_tick_due_while_the_backlog_executes_queues_behind_it_and_only_one_does(store: Any) -> None:
+    # The boundary: the backlog is catch-up, not the job overrunning, so a tick due while it executes is not
+    # lost (catch_up = "all"); but only one on-time run waits behind it, or a slow job would never catch up.
+    clock = FakeClock(T0)
+    a = _leader(store, clock, "a", _job())
+    a.turn()
+    a.resign()
+    clock.advance(30)  # 10:00:10 .. 10:00:30 fall in a failover gap
+    b = _leader(store, clock, "b", _job())
+    b.turn()
+    backlog = _claim_one(store, "w1")
+    assert backlog is not None and backlog.scheduled_for == TICK + timedelta(seconds=10)
+    for _ in range(2):  # 10:00:40 and 10:00:50 are due while the backlog still executes
+        clock.advance(10)
+        b.turn()
+    b.resign()
+    rows = {at.strftime("%H:%M:%S"): (state, reason) for at, state, reason in _rows(store)}
+    assert rows == {
+        "10:00:10": ("running", None),
+        "10:00:20": ("queued", None),
+        "10:00:30": ("queued", None),
+        "10:00:40": ("queued", None),  # behind the backlog
+        "10:00:50": ("skipped", "concurrency"),  # 10:00:40, an on-time run, still waits
+    }
+    _finish(store, backlog)
+    done = Executed()
+    drain(store, done)
+    assert [t.strftime("%S") for t in done.ticks] == ["20", "30", "40"]
+
+
 # -- every skip reason is given when true, and only then --------------------------------------------------
 
 
