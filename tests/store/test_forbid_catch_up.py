@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from schedctl import jobcontrol
+from schedctl import jobcontrol, replay
 from schedctl.clock import FakeClock
 from schedctl.job import CatchUp, Concurrency, Job, SkipReason
 from schedctl.scheduler import Scheduler
@@ -94,11 +94,11 @@ def _on_time(store: Any, s: Scheduler, clock: FakeClock, done: Executed, seconds
 TICK = T0.replace(microsecond=0)  # 10:00:00, a */10 tick; T0 is half a second after it
 
 
-def _assert_every_tick_executed_once(store: Any, done: Executed, last: datetime) -> None:
+def _assert_every_tick_executed_once(store: Any, done: Executed, last: datetime, label: str) -> None:
     expected = _expected(TICK + timedelta(seconds=10), last)
     assert done.ticks == expected  # each once, oldest first (claims run a forbid job's backlog in order)
     assert [(at, state) for at, state, _ in _rows(store)] == [(at, "succeeded") for at in expected]
-    print(f"FIGURES expected={len(expected)} executed={len(done.ticks)} skipped=0")
+    print(f"FIGURES {label} [{store.dialect}]: expected={len(expected)} executed={len(done.ticks)} skipped=0")
 
 
 def test_a_90s_outage_is_caught_up_in_order_without_a_skip(store: Any) -> None:
@@ -115,7 +115,26 @@ def test_a_90s_outage_is_caught_up_in_order_without_a_skip(store: Any) -> None:
     drain(store, done)
     _on_time(store, b, clock, done, 30)
     b.resign()
-    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=150))
+    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=150), "90s-outage")
+
+
+def test_latest_after_a_90s_outage_runs_the_newest_and_says_catch_up_latest_for_the_rest(store: Any) -> None:
+    clock, done = FakeClock(T0), Executed()
+    a = _leader(store, clock, "a", _job(CatchUp.LATEST))
+    a.turn()
+    _on_time(store, a, clock, done, 30)
+    a.resign()
+    clock.advance(90)
+    b = _leader(store, clock, "b", _job(CatchUp.LATEST))
+    b.turn()
+    drain(store, done)
+    b.resign()
+    gap = [(at, state, reason) for at, state, reason in _rows(store) if at > TICK + timedelta(seconds=30)]
+    assert [(state, reason) for _, state, reason in gap] == [("skipped", "catch_up_latest")] * 8 + [
+        ("succeeded", None)
+    ]
+    assert done.ticks[-1] == TICK + timedelta(seconds=120)
+    print(f"FIGURES latest-90s-outage [{store.dialect}]: expected=9 executed=1 skipped=8 (catch_up_latest)")
 
 
 def test_a_stalled_leader_queues_the_fires_it_fell_behind_on(store: Any) -> None:
@@ -130,7 +149,7 @@ def test_a_stalled_leader_queues_the_fires_it_fell_behind_on(store: Any) -> None
     drain(store, done)
     _on_time(store, a, clock, done, 20)
     a.resign()
-    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=90))
+    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=90), "stalled-leader")
 
 
 def test_pause_then_resume_queues_every_tick_paused_over(store: Any) -> None:
@@ -145,7 +164,7 @@ def test_pause_then_resume_queues_every_tick_paused_over(store: Any) -> None:
     jobcontrol.resume(store, job, clock.now())
     _on_time(store, a, clock, done, 20)  # the next renewal sees the resume and catches up first
     a.resign()
-    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=70))
+    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=70), "pause-resume")
 
 
 def test_a_tick_due_while_a_run_executes_is_skipped_for_concurrency_and_a_backlog_is_not(store: Any) -> None:
@@ -205,6 +224,25 @@ def test_a_tick_due_while_the_backlog_executes_queues_behind_it_and_only_one_doe
     done = Executed()
     drain(store, done)
     assert [t.strftime("%S") for t in done.ticks] == ["20", "30", "40"]
+
+
+def test_a_replayed_refusal_runs_in_order_and_the_ticks_due_meanwhile_are_not_lost(store: Any) -> None:
+    clock, done = FakeClock(T0), Executed()
+    job = _job(max_catch_up=2)
+    a = _leader(store, clock, "a", job)
+    a.turn()
+    _on_time(store, a, clock, done, 10)
+    a.resign()
+    clock.advance(100)  # 10 ticks, 4 of them missed: more than max_catch_up, so all are refused
+    b = _leader(store, clock, "b", job)
+    b.turn()
+    refused = [at for at, state, reason in _rows(store) if reason == "catch_up_refused"]
+    assert len(refused) == 10
+    result = replay.replay(store, [job], 20, None, None, clock.now(), grace=0)
+    assert result.dispatched == 10
+    _on_time(store, b, clock, done, 20)  # the replayed runs execute; 10:02:00 and 10:02:10 come meanwhile
+    b.resign()
+    _assert_every_tick_executed_once(store, done, TICK + timedelta(seconds=130), "replay")
 
 
 # -- every skip reason is given when true, and only then --------------------------------------------------
