@@ -56,7 +56,7 @@ _TERMINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, 
 class SkipReason(StrEnum):
     """Why a tick got a `skipped` row instead of a run (a paused job's ticks get no row: see missed.Reason)."""
 
-    CONCURRENCY = "concurrency"  # concurrency = "forbid", a tick due now, and a run of the job executing
+    CONCURRENCY = "concurrency"  # forbid: a tick due now while an earlier on-time run is queued or running
     STARTING_DEADLINE = "starting_deadline"  # dispatch would have been later than starting_deadline
     CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime; catch_up = "skip"
     CATCH_UP_LATEST = (
