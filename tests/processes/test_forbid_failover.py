@@ -151,7 +151,7 @@ def test_a_sigkill_failover_runs_every_tick_of_the_gap_once_in_order(db_url: str
     overlaps = [(a, b) for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1]]  # type: ignore[operator]
     assert overlaps == []
     print(
-        f"FIGURES sigkill failover: expected={len(expected)} executed={len(rows) - len(skipped)} "
+        f"FIGURES sigkill failover [{store.dialect}]: expected={len(expected)} executed={len(rows) - len(skipped)} "
         f"skipped={len(skipped)} backlog={len(backlog)}"
     )
     store.dispose()
