@@ -54,9 +54,9 @@ _TERMINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, 
 
 
 class SkipReason(StrEnum):
-    """Why a tick got a `skipped` row instead of a run."""
+    """Why a tick got a `skipped` row instead of a run (a paused job's ticks get no row: see missed.Reason)."""
 
-    CONCURRENCY = "concurrency"  # concurrency = "forbid" and a run was still active
+    CONCURRENCY = "concurrency"  # forbid: a tick due now while an earlier on-time run is queued or running
     STARTING_DEADLINE = "starting_deadline"  # dispatch would have been later than starting_deadline
     CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime; catch_up = "skip"
     CATCH_UP_LATEST = (
@@ -65,7 +65,6 @@ class SkipReason(StrEnum):
     CATCH_UP_REFUSED = (
         "catch_up_refused"  # more missed ticks than max_catch_up; waiting for `schedctl replay`
     )
-    PAUSED = "paused"  # the job was paused
 
 
 class Role(StrEnum):

@@ -40,7 +40,7 @@ class Reason(StrEnum):
     )
     CATCH_UP_REFUSED = "catch_up_refused"  # more missed ticks than max_catch_up; waits for `schedctl replay`
     STARTING_DEADLINE = "starting_deadline"  # would have been dispatched later than starting_deadline allows
-    CONCURRENCY = "concurrency"  # concurrency = "forbid" and a run of the job was still active
+    CONCURRENCY = "concurrency"  # forbid: a tick due now while an earlier on-time run was still active
     PAUSED = "paused"  # the job was paused (`schedctl pause` or `paused = true` in its file)
     NOT_DEFINED = "not_defined"  # before a scheduler first saw the job (or before its schedule changed)
     UNEXPLAINED = "unexplained"  # a scheduler held the lease, yet nothing was recorded for the tick

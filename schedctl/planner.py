@@ -7,6 +7,11 @@ leader after a failover or an outage can name every tick it has to decide about.
 Vocabulary:
 - a tick is *late* when it is at most ``grace`` old: it is dispatched normally (a failover loses nothing);
 - a tick is *missed* when it is older than that: it goes through the job's ``catch_up`` policy.
+
+Every tick a catch-up pass queues (late or missed: after an outage, a failover, a resume) is marked
+``Tick.late``: it is a backlog, not a tick due now, so ``concurrency = "forbid"`` queues it behind the job's
+other runs (the workers execute them one after another, oldest first) instead of skipping it, and
+``concurrency = "replace"`` does not cancel the executing run for it.
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ class Tick:
     reason: SkipReason | None = None
     detail: str | None = None
     not_before: datetime | None = None
-    catch_up: bool = False  # a missed tick queued by catch_up = "all": never skipped for concurrency
+    # Queued by a catch-up pass for a time already past (backlog, not a tick due now): never skipped for
+    # concurrency, never cancels a `replace` run.
+    late: bool = False
 
     @property
     def queued(self) -> bool:
@@ -147,10 +154,10 @@ def not_before(job: Job, tick: datetime) -> datetime | None:
     return tick + timedelta(seconds=offset) if offset else None
 
 
-def decide(job: Job, tick: datetime, now: datetime, catch_up: bool = False) -> Tick:
+def decide(job: Job, tick: datetime, now: datetime, late: bool = False) -> Tick:
     """A tick to queue, unless dispatching it now would break the job's starting deadline."""
     if not job.jitter and job.starting_deadline is None:  # most jobs: nothing to compute
-        return Tick(job.id, tick, _QUEUED, catch_up=catch_up)
+        return Tick(job.id, tick, _QUEUED, late=late)
     nb = not_before(job, tick)
     due = nb or tick
     if job.starting_deadline is not None and (now - due).total_seconds() > job.starting_deadline:
@@ -163,7 +170,7 @@ def decide(job: Job, tick: datetime, now: datetime, catch_up: bool = False) -> T
             f"dispatch would have been {late_by:.1f}s after the tick, past the starting deadline of "
             f"{job.starting_deadline:g}s",
         )
-    return Tick(job.id, tick, RunState.QUEUED, not_before=nb, catch_up=catch_up)
+    return Tick(job.id, tick, RunState.QUEUED, not_before=nb, late=late)
 
 
 _QUEUED = RunState.QUEUED
@@ -194,18 +201,26 @@ def plan_catch_up(job: Job, win: Window, now: datetime, schedule: Schedule | Non
 def _catch_up_skip(job: Job, win: Window, now: datetime) -> list[Tick]:
     why = 'missed while no scheduler was dispatching; catch_up = "skip"'
     ticks = [skipped(job, t, SkipReason.CATCH_UP_SKIP, why) for t in win.missed]
-    return ticks + [decide(job, t, now) for t in win.late]
+    return ticks + [decide(job, t, now, late=t < now) for t in win.late]
 
 
 def _catch_up_latest(job: Job, win: Window, now: datetime) -> list[Tick]:
-    why = 'missed while no scheduler was dispatching; superseded by a later tick (catch_up = "latest")'
-    if win.late or not win.missed:
-        # A tick inside the grace runs anyway, so it is the "latest": every missed one is superseded.
-        older, newest = list(win.missed), []
-    else:
-        older, newest = list(win.missed[:-1]), [decide(job, win.missed[-1], now)]
-    ticks = [skipped(job, t, SkipReason.CATCH_UP_LATEST, why) for t in older[-(MAX_SKIPPED_ROWS - 1) :]]
-    return ticks + newest + [decide(job, t, now) for t in win.late]
+    """One run, for the newest tick of the pass (late or missed); every older one is superseded by it."""
+    every = [*win.missed, *win.late]
+    if not every:
+        return []
+    older, newest = every[:-1], every[-1]
+    cutoff = win.late[0] if win.late else None
+    missed_why = 'missed while no scheduler was dispatching; superseded by a later tick (catch_up = "latest")'
+    late_why = (
+        "dispatched late (no scheduler was dispatching at its time); superseded by a later tick "
+        '(catch_up = "latest")'
+    )
+    ticks = [
+        skipped(job, t, SkipReason.CATCH_UP_LATEST, late_why if cutoff and t >= cutoff else missed_why)
+        for t in older[-(MAX_SKIPPED_ROWS - 1) :]
+    ]
+    return [*ticks, decide(job, newest, now, late=newest < now)]
 
 
 def _catch_up_all(
@@ -225,8 +240,7 @@ def _catch_up_all(
     if len(missed) > bound:
         count_text = str(len(missed))
         return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
-    ticks = [decide(job, t, now, catch_up=True) for t in missed]
-    return ticks + [decide(job, t, now) for t in win.late], None
+    return [decide(job, t, now, late=t < now) for t in [*missed, *win.late]], None
 
 
 def _refusal(job: Job, bound: int, count_text: str) -> str:

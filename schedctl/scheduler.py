@@ -327,8 +327,15 @@ class Scheduler:
         while plan.heap and plan.heap[0][0] <= now:
             fire, key = heapq.heappop(plan.heap)
             group = plan.groups[key]
-            ticks = [planner.decide(self._jobs[j], fire, now) for j in group.job_ids if j not in plan.held]
             group.next_fire = group.schedule.next_after(fire)
+            # Only the newest due fire is due now; an older one the loop fell behind on (a stalled leader)
+            # is backlog, queued behind any executing run rather than skipped for concurrency.
+            late = group.next_fire is not None and group.next_fire <= now
+            ticks = [
+                planner.decide(self._jobs[j], fire, now, late=late)
+                for j in group.job_ids
+                if j not in plan.held
+            ]
             plan.push(group)
             self._add(ticks)
             if self._plan is None:  # lost the lease while flushing

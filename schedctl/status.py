@@ -278,7 +278,7 @@ def _timeline(rows: list[h.RunRecord], missed: list[MissedTick], last_n: int) ->
             finished_at=r.finished_at,
             exit_status=r.exit_status,
             reason=r.reason,
-            reason_text=r.reason_detail or r.error,
+            reason_text=r.error or r.reason_detail,
         )
         for r in rows
         if r.state != "skipped"  # skipped rows come in through `missed`, with their explanation

@@ -201,49 +201,74 @@ def _fence(conn: Connection, fence: Fence) -> None:
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
-    """forbid: a tick due while a run of the job is active becomes a skipped row (catch-up ticks excepted)."""
+    """forbid: a tick due now becomes a skipped row while the run of an earlier *on-time* tick of the job is
+    executing or still queued (cron + ``flock -n``; Kubernetes' Forbid counts a pending run as active).
+
+    A backlog run (queued late by a catch-up pass, or by `schedctl replay`) never causes a skip, queued or
+    executing: the tick due now queues behind it. Executing one at a time is the claim query's job (one
+    running run per forbid job, the earliest queued first, the unique ``(job_id, exclusive)`` index behind
+    it), so a skip here only says the job's own runs overran. So no backlog tick is lost to forbid, and the
+    queue stays bounded: behind a backlog waits at most one on-time run, since the next tick due while it
+    waits is skipped. A late tick (``Tick.late``) is never skipped.
+    """
     forbid = {
         t.job_id
         for t, s in zip(ticks, statics, strict=True)
-        if s[3] is Concurrency.FORBID and t.state is _QUEUED and not t.catch_up
+        if s[3] is Concurrency.FORBID and t.state is _QUEUED and not t.late
     }
     if not forbid:
         return list(ticks)
-    busy = active_jobs(conn, forbid)
+    blocking = blocking_runs(conn, forbid)
     out: list[Tick] = []
     for tick in ticks:
-        if tick.job_id in forbid and tick.queued:
-            if tick.job_id in busy and not tick.catch_up:
-                tick = Tick(
-                    tick.job_id,
-                    tick.scheduled_for,
-                    RunState.SKIPPED,
-                    SkipReason.CONCURRENCY,
-                    'a run of the job was still queued or running (concurrency = "forbid")',
-                )
-            busy.add(tick.job_id)
+        blocker = blocking.get(tick.job_id)
+        if blocker is not None and tick.queued and not tick.late:
+            at, state = blocker
+            doing = "still executing" if state == _RUNNING else "still queued"
+            tick = Tick(
+                tick.job_id,
+                tick.scheduled_for,
+                RunState.SKIPPED,
+                SkipReason.CONCURRENCY,
+                f'the run of {at.isoformat()} was {doing} (concurrency = "forbid")',
+            )
         out.append(tick)
     return out
 
 
-def active_jobs(conn: Connection, job_ids: Iterable[str]) -> set[str]:
-    """The jobs among ``job_ids`` with a queued or running run."""
-    busy: set[str] = set()
+def blocking_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[datetime, str]]:
+    """Job id -> (tick, state) of the on-time run, queued or running, that makes forbid skip a tick due now.
+    Backlog rows are told apart by their ``reason_detail`` (see ``LATE_DETAIL``)."""
+    r = job_runs.c
+    found: dict[str, tuple[datetime, str]] = {}
     for chunk in id_chunks(conn, list(job_ids)):
-        query = (
-            select(job_runs.c.job_id)
-            .where(job_runs.c.state.in_(_ACTIVE), in_list(conn, job_runs.c.job_id, chunk))
-            .distinct()
+        query = select(r.job_id, r.scheduled_for, r.state).where(
+            in_list(conn, r.job_id, chunk), r.state.in_(_ACTIVE), r.reason_detail.is_(None)
         )
-        busy.update(conn.execute(query).scalars())
-    return busy
+        for job_id, at, state in conn.execute(query):
+            seen = found.get(job_id)
+            if seen is None or _cause_rank(at, state) < _cause_rank(*seen):
+                found[job_id] = (at, state)
+    return found
+
+
+def _cause_rank(at: datetime, state: str) -> tuple[bool, datetime]:
+    """The executing run names the cause best; among queued ones, the oldest."""
+    return (state != _RUNNING, at)
+
+
+_RUNNING = RunState.RUNNING.value
+# reason_detail of a run queued late by a catch-up pass: says why it ran off-schedule, and marks it as backlog
+# (so does replay's own sentence), which forbid queues a tick due now behind instead of skipping the tick.
+LATE_DETAIL = "queued late by a catch-up pass: no scheduler dispatched it at its time"
 
 
 def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static]) -> None:
-    """replace: ask every earlier active run of the job to stop; the worker ends it `cancelled`."""
+    """replace: a tick due now asks every earlier active run of the job to stop; the worker ends it
+    `cancelled`. A late tick of a catch-up pass is backlog, not a newer run due now: it cancels nothing."""
     newest: dict[str, datetime] = {}
     for tick, static in zip(decided, statics, strict=True):
-        if static[3] is Concurrency.REPLACE and tick.state is _QUEUED:
+        if static[3] is Concurrency.REPLACE and tick.state is _QUEUED and not tick.late:
             newest[tick.job_id] = max(tick.scheduled_for, newest.get(tick.job_id, tick.scheduled_for))
     for at, ids in _by_value(newest).items():
         for chunk in id_chunks(conn, ids):
@@ -271,7 +296,7 @@ def _insert_rows(
         "scheduled_for": [t.scheduled_for for t in decided],
         "state": [str(t.state) for t in decided],
         "reason": [None if t.reason is None else str(t.reason) for t in decided],
-        "reason_detail": [t.detail for t in decided],
+        "reason_detail": [LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
         "manual": [False] * n,
         "term": [term] * n,
         "attempt": [0] * n,

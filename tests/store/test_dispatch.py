@@ -126,23 +126,53 @@ def test_forbid_records_the_tick_as_skipped_while_a_run_is_active(store: Any) ->
     assert load_states(store)["j"].last_dispatched == T0 + timedelta(minutes=1)  # decided, so it advances
 
 
-def test_forbid_queues_when_nothing_is_active_but_only_one_tick_per_batch(store: Any) -> None:
+def test_forbid_queues_behind_a_queued_backlog_run_since_nothing_is_executing(store: Any) -> None:
+    # forbid is about execution: a backlog run (queued late by a catch-up pass) executes first and this one
+    # after it (the claim query orders them), so skipping the tick would only lose it.
     fence = _lead(store)
     j = _job(concurrency=Concurrency.FORBID)
     _define(store, fence, j)
+    dispatch(store, fence, [Tick("j", T0, RunState.QUEUED, late=True)], {"j": j}, T0)
     ticks = [_queued("j", T0 + timedelta(minutes=k)) for k in (1, 2)]
-    dispatch(store, fence, ticks, {"j": j}, T0)
-    assert [r[2:] for r in _rows(store)] == [("queued", None), ("skipped", "concurrency")]
+    result = dispatch(store, fence, ticks, {"j": j}, T0)
+    assert result.skipped == []
+    assert [r[2:] for r in _rows(store)] == [("queued", None)] * 3
 
 
-def test_forbid_never_skips_catch_up_ticks_of_catch_up_all(store: Any) -> None:
+def test_forbid_skips_while_an_on_time_run_still_waits_for_a_worker(store: Any) -> None:
+    # Kubernetes' Forbid: a run that was due on time and is not yet claimed is active; a second tick would
+    # only build a queue while no worker is free.
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.FORBID)
+    _define(store, fence, j)
+    dispatch(store, fence, [_queued("j", T0)], {"j": j}, T0)
+    result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    assert [t.detail for t in result.skipped] == [
+        f'the run of {T0.isoformat()} was still queued (concurrency = "forbid")'
+    ]
+
+
+def test_forbid_never_skips_the_late_ticks_of_a_catch_up_pass(store: Any) -> None:
     fence = _lead(store)
     j = _job(concurrency=Concurrency.FORBID)
     _define(store, fence, j)
     _active_run(store, j, T0, "running")
-    ticks = [Tick("j", T0 + timedelta(minutes=k), RunState.QUEUED, catch_up=True) for k in (1, 2)]
+    ticks = [Tick("j", T0 + timedelta(minutes=k), RunState.QUEUED, late=True) for k in (1, 2)]
     dispatch(store, fence, ticks, {"j": j}, T0)
     assert [r[2] for r in _rows(store)] == ["running", "queued", "queued"]  # the worker runs them one by one
+
+
+def test_replace_does_not_cancel_the_executing_run_for_a_late_tick(store: Any) -> None:
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.REPLACE)
+    _define(store, fence, j)
+    _active_run(store, j, T0, "running")
+    dispatch(store, fence, [Tick("j", T0 + timedelta(minutes=1), RunState.QUEUED, late=True)], {"j": j}, T0)
+    with store.connect() as conn:
+        flag = conn.execute(
+            select(job_runs.c.cancel_requested).where(job_runs.c.scheduled_for == T0)
+        ).scalar_one()
+    assert not flag
 
 
 def test_replace_asks_the_active_run_to_stop_and_queues_the_new_one(store: Any) -> None:

@@ -71,10 +71,26 @@ def test_latest_counts_a_tick_inside_the_grace_as_the_latest() -> None:
     ]
 
 
+def test_latest_queues_only_the_newest_of_several_late_ticks() -> None:
+    # A 5 s failover gap of an every-second job: every tick is inside the grace, one run still covers them.
+    p = plan(job(CatchUp.LATEST, "* * * * * *"), last=T0, now=T0 + timedelta(seconds=5, milliseconds=500))
+    assert rows(p) == [(f"10:00:0{s}", "skipped", "catch_up_latest") for s in range(1, 5)] + [
+        ("10:00:05", "queued", None)
+    ]
+    assert all("superseded" in (t.detail or "") for t in p.ticks[:-1]) and p.ticks[-1].late
+
+
+def test_skip_and_all_queue_every_late_tick_as_backlog_and_a_tick_due_now_as_on_time() -> None:
+    for policy in (CatchUp.SKIP, CatchUp.ALL):
+        p = plan(job(policy, "* * * * * *", max_catch_up=20), last=T0, now=T0 + timedelta(seconds=3))
+        assert rows(p) == [(f"10:00:0{s}", "queued", None) for s in (1, 2, 3)]
+        assert [t.late for t in p.ticks] == [True, True, False]  # 10:00:03 is due now, not backlog
+
+
 def test_all_queues_every_missed_tick_in_order_within_the_bound() -> None:
     p = plan(job(CatchUp.ALL, "0 * * * *", max_catch_up=4), last=T0, now=T0 + timedelta(hours=4, minutes=30))
     assert rows(p) == [(f"{h}:00:00", "queued", None) for h in (11, 12, 13, 14)]
-    assert all(t.catch_up for t in p.ticks) and p.refused is None
+    assert all(t.late for t in p.ticks) and p.refused is None
 
 
 def test_all_refuses_beyond_max_catch_up_and_queues_nothing() -> None:
