@@ -150,6 +150,7 @@ def _config(opts: dict[str, Any]) -> Any:
             run_as_job_user=opts["run_as_job_user"],
             successful_history=opts["successful_history"],
             failed_history=opts["failed_history"],
+            role="all" if opts["role"] == "all" else "worker",
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],
