@@ -147,9 +147,11 @@ def _register_scheduler(store: Any, config: ServeConfig, clock: Clock, signals: 
     )
     return registry.run_in_thread(
         signals.stopping,
-        lambda: "stopped at once (a second SIGTERM or SIGINT)"
-        if signals.killing.is_set()
-        else "shutdown (SIGTERM or SIGINT)",
+        lambda: (
+            "stopped at once (a second SIGTERM or SIGINT)"
+            if signals.killing.is_set()
+            else "shutdown (SIGTERM or SIGINT)"
+        ),
     )
 
 

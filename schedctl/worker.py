@@ -211,7 +211,9 @@ class Worker:
                     len(self._pending),
                     extra={"event": "outcomes_abandoned"},
                 )
-                self._stop_reason = f"shutdown; {len(self._pending)} outcomes not recorded (database unreachable)"
+                self._stop_reason = (
+                    f"shutdown; {len(self._pending)} outcomes not recorded (database unreachable)"
+                )
                 return False
         self._wait(self._timeout(now))
         return True

@@ -24,7 +24,10 @@ WARN = "!"  # the mark for anything missed, failed, refused or without a leader
     "--last", "last_n", type=click.IntRange(min=0), default=10, show_default=True, help="Ticks shown."
 )
 @click.option(
-    "--check", is_flag=True, help="Exit 1 when something is missed, failing, refused or leaderless."
+    "--check",
+    is_flag=True,
+    help="Exit 1 when something is missed, failing, refused, leaderless, or queued with no alive worker "
+    "that may take it.",
 )
 @jobs_option
 @db_option

@@ -188,7 +188,9 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
         engine = create_engine(parsed, **kwargs)
     except ImportError as exc:
         extra = _DRIVER_EXTRAS.get(backend) if parsed.drivername in _DEFAULT_DRIVERS.values() else None
-        hint = f"install the driver: pip install 'schedctl[{extra}]'" if extra else "its driver is not installed"
+        hint = (
+            f"install the driver: pip install 'schedctl[{extra}]'" if extra else "its driver is not installed"
+        )
         raise StoreError(f"cannot use {safe_url(parsed)}: {hint} ({exc})") from None
     except (ArgumentError, NoSuchModuleError) as exc:
         raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None

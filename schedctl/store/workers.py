@@ -48,6 +48,7 @@ class Registration:
 
 @dataclass(frozen=True)
 class RunningRun:
+    worker: str
     job_id: str
     scheduled_for: datetime
     attempt: int
@@ -166,7 +167,13 @@ def running_by_worker(conn: Connection, limit: int | None = None) -> dict[str, l
     for row in conn.execute(query):
         held.setdefault(row.worker or "", []).append(
             RunningRun(
-                row.job_id, row.scheduled_for, row.attempt, row.started_at, row.heartbeat_at, row.checkpoint_at
+                row.worker or "",
+                row.job_id,
+                row.scheduled_for,
+                row.attempt,
+                row.started_at,
+                row.heartbeat_at,
+                row.checkpoint_at,
             )
         )
     return held
