@@ -57,8 +57,10 @@ def runs(job_id: str | None, state: str | None, limit: int, db_url: str, output:
 
         emit(fmt, [run_json(r) for r in found])
         return
+    from schedctl.cli._store import say_database
     from schedctl.cli.missed import table
 
+    say_database(store)
     wide = fmt == "wide"
     table([_row(r, wide) for r in found], COLUMNS + WIDE if wide else COLUMNS)
 

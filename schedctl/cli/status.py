@@ -9,7 +9,16 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
-from schedctl.cli.missed import db_clock, emit, iso, load_selected, open_db, table, utc_text
+from schedctl.cli.missed import (
+    db_clock,
+    emit,
+    iso,
+    jobs_for_report,
+    load_selected,
+    open_db,
+    table,
+    utc_text,
+)
 
 if TYPE_CHECKING:
     from schedctl.status import JobStatus, TimelineEntry
@@ -46,14 +55,17 @@ def status(
     Without JOB: one line per job with its last result, next fire and a `!` for anything missed, failed or
     refused. Times are UTC.
     """
+    from schedctl.cli._store import say_database
     from schedctl.status import all_status, job_status
 
     now = datetime.now(UTC)
-    jobs = load_selected(jobs_path, [job_id] if job_id else [], now)
     store = open_db(db_url)
-    now = db_clock(store)
     fmt = resolve_output(output, as_json)
     try:
+        jobs = jobs_for_report(jobs_path, [job_id] if job_id else [], now, store)
+        now = db_clock(store)
+        if fmt not in ("json", "jsonl"):
+            say_database(store)
         if job_id:
             one = job_status(store, jobs[job_id], now, last_n)
             _show_one(one, fmt, now)

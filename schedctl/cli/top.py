@@ -48,7 +48,11 @@ def top(once: bool, interval: float, name: str, db_url: str) -> None:
                 frame = read_frame(store, name, schedules)
             from rich.console import Console
 
-            Console(highlight=False).print(render(frame, target))
+            # Piped, a frame is not cut to 80 columns: lines stay whole for grep and for the tests.
+            tty = sys.stdout.isatty()
+            Console(highlight=False, width=None if tty else 200, soft_wrap=not tty).print(
+                render(frame, target)
+            )
             return
         _live(lambda: read_frame(store, name, schedules), target, interval)
     finally:

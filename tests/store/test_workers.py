@@ -10,7 +10,6 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import event, insert, select, update
 
 from schedctl.eligibility import stranded_runs
@@ -25,7 +24,9 @@ from schedctl.top import read_frame
 
 
 def me(identity: str, labels: dict[str, str] | None = None, stale_after: float = 60.0, role: str = "worker"):
-    return registry.Registration(identity, role, "host", 1, "0.1.0", "2025b", labels or {}, 4, 0.5, stale_after)
+    return registry.Registration(
+        identity, role, "host", 1, "0.1.0", "2025b", labels or {}, 4, 0.5, stale_after
+    )
 
 
 def register(store, *registrations) -> None:
@@ -122,7 +123,9 @@ def test_the_registry_object_registers_refreshes_and_stops(store):
     assert not reg.due()
     first = listed(store)["w"]
     assert (first.role, first.slots, first.state) == ("all", 2, "alive")
-    with store.begin() as conn:  # the row vanished (pruned while we were cut off): the next refresh re-registers
+    with (
+        store.begin() as conn
+    ):  # the row vanished (pruned while we were cut off): the next refresh re-registers
         conn.execute(workers.delete())
     clock[0] = 15.0
     assert reg.due()
