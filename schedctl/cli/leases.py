@@ -27,7 +27,6 @@ def leases(name: str, limit: int, db_url: str, output: str, as_json: bool) -> No
     """
     from schedctl import lease
     from schedctl.cli._store import explained, open_checked_store
-
     from schedctl.store import workers as registry
     from schedctl.store.dialect import select_db_now
 

@@ -9,7 +9,6 @@ meets: heartbeat 0.3 s, stale after 1.5 s (the registry row is stale after 1.5 s
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
