@@ -97,7 +97,8 @@ def test_runs_json_lists_newest_first_with_the_documented_fields(env):
 def test_runs_table_filters_by_state(env):
     result = invoke(env, "runs", "--state", "succeeded")
     assert result.exit_code == 0
-    header, line = result.output.splitlines()
+    header, line = result.stdout.splitlines()
+    assert result.stderr.startswith("database: sqlite file ")  # which database it read, on stderr
     assert header.split()[:3] == ["JOB", "SCHEDULED", "FOR"]
     assert line.split()[:3] == ["report", "2026-03-01T06:00:00+00:00", "succeeded"]
     assert line.split()[-2:] == ["90.0s", "0"]
