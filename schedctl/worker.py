@@ -558,6 +558,8 @@ class Worker:
             )
             return
         self._touched.add(o.job_id)
+        if self.settings.log_output and not (o.state == "queued" and o.retry_after is None):
+            _log_output(o, extra)
         if o.state == "queued" and o.retry_after is not None:
             log.warning(
                 "run failed (%s); retry in %.3gs",
@@ -710,3 +712,14 @@ class Worker:
         shutil.rmtree(self._root, ignore_errors=True)
         metrics.WORKER_ACTIVE_RUNS.set(0)
         health.unregister("worker")
+
+
+def _log_output(o: sql.Outcome, extra: dict[str, Any]) -> None:
+    """``serve --log-output``: the run's stored output tail in the log, where a one-machine user looks."""
+    tail = (o.output_tail or "").rstrip("\n")
+    log.info(
+        "run output (%s):%s",
+        f"the last {len(tail.encode())} bytes" if tail else "none",
+        ("\n" + tail) if tail else "",
+        extra={"event": "run_output", "output_tail": o.output_tail or "", **extra},
+    )

@@ -154,7 +154,9 @@ def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
         return found[0] if found else given
     listed = ", ".join(f.isoformat().replace("+00:00", "Z") for f in found[:10])
     more = " (and more)" if len(found) > 10 else ""
-    raise SchedctlError(f"{len(found)} runs of {job_id!r} fall in {given.isoformat()}: {listed}{more}; give one")
+    raise SchedctlError(
+        f"{len(found)} runs of {job_id!r} fall in {given.isoformat()}: {listed}{more}; give one"
+    )
 
 
 def _missing(job_id: str, scheduled_for: datetime | None) -> str:
