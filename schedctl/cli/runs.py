@@ -129,9 +129,7 @@ def run(job_id: str, jobs_path: str, db_url: str) -> None:
 def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
     """Print the stored output tail of a run of JOB (default: its latest run that started)."""
     from schedctl.cli._store import explained, open_checked_store
-    from schedctl.store.runs import run_output
-
-    from schedctl.store.runs import resolve_tick
+    from schedctl.store.runs import resolve_tick, run_output
 
     store = open_checked_store(db_url)
     try:
@@ -159,7 +157,6 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
     """
     from schedctl.cli._store import explained, open_checked_store
     from schedctl.store.runs import cancel as cancel_run
-
     from schedctl.store.runs import resolve_tick
 
     store = open_checked_store(db_url)
