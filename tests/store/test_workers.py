@@ -329,3 +329,24 @@ def test_a_frame_never_takes_the_sqlite_writer_lock(sqlite_url):
         writer.dispose()
     with open_store(sqlite_url).connect() as conn:
         assert conn.execute(select(job_runs.c.job_id)).scalars().all() == ["tick"]
+
+
+def test_version_skew_among_alive_processes_is_named_in_workers_and_leases(store):
+    from click.testing import CliRunner
+
+    from schedctl.cli import cli
+
+    newer = registry.Registration("w-new", "worker", "h", 2, "0.2.0", "2026a", {}, 4, 0.5, 60.0)
+    register(store, me("w-old"), newer, me("sched-old", role="scheduler"), me("gone"))
+    with store.begin() as conn:  # a stopped process of yet another version does not count
+        conn.execute(update(workers).where(workers.c.identity == "gone").values(schedctl_version="0.0.9"))
+        registry.mark_stopped(conn, "gone", "shutdown")
+    assert registry.version_skew(list(listed(store).values())) == [
+        "schedctl 0.1.0 (2), 0.2.0 (1)",
+        "tzdata 2025b (2), 2026a (1)",
+    ]
+    url = store.url.render_as_string(hide_password=False)
+    for command in ("workers", "leases"):
+        result = CliRunner().invoke(cli, [command, "--db", url])
+        assert result.exit_code == 0, result.output
+        assert "version skew among alive" in result.stderr and "schedctl 0.1.0 (2), 0.2.0 (1)" in result.stderr
