@@ -124,6 +124,9 @@ def test_alive_killed_stopped_and_labels_no_one_has(cluster):
     assert found["w-termed"]["stop_reason"] == "shutdown (SIGTERM or SIGINT)"
     assert found["w-stays"]["labels"] == {"pool": "web"} and found["w-stays"]["slots"] == 4
     assert found["w-stays"]["last_seen_seconds"] < 1.5
+    # Idle, it still refreshes its row every heartbeat (0.3 s): seen again within a second.
+    before = found["w-stays"]["last_seen_at"]
+    wait_for("an idle refresh", lambda: workers_json(url)["w-stays"]["last_seen_at"] > before, timeout=5)
     assert found["w-killed"]["last_seen_seconds"] >= 1.5
 
     human = schedctl(url, "workers")
