@@ -349,4 +349,6 @@ def test_version_skew_among_alive_processes_is_named_in_workers_and_leases(store
     for command in ("workers", "leases"):
         result = CliRunner().invoke(cli, [command, "--db", url])
         assert result.exit_code == 0, result.output
-        assert "version skew among alive" in result.stderr and "schedctl 0.1.0 (2), 0.2.0 (1)" in result.stderr
+        assert (
+            "version skew among alive" in result.stderr and "schedctl 0.1.0 (2), 0.2.0 (1)" in result.stderr
+        )
