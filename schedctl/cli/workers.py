@@ -32,7 +32,7 @@ def workers(db_url: str, output: str, as_json: bool) -> None:
 
     store = open_checked_store(db_url)
     try:
-        with explained(store), store.connect() as conn:
+        with explained(store), store.read() as conn:  # never SQLite's writer lock, like `top`
             now = select_db_now(conn)
             found = registry.list_workers(conn, now)
     finally:
