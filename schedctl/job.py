@@ -162,6 +162,11 @@ class Job:
             "concurrency": str(self.concurrency),
             "on_failure": list(self.on_failure) if isinstance(self.on_failure, tuple) else self.on_failure,
             "on_success": list(self.on_success) if isinstance(self.on_success, tuple) else self.on_success,
+            # Not used to run it: what `status`/`missed` rebuild the job from when no job file is given.
+            "schedule": self.schedule,
+            "timezone": self.timezone,
+            "catch_up": str(self.catch_up),
+            "max_catch_up": self.max_catch_up,
         }
 
 

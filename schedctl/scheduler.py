@@ -67,6 +67,7 @@ class Scheduler:
         self._anchor: tuple[datetime, float] | None = None  # (database now, monotonic) at the last renewal
         self._db_down = False
         self._backoff = BACKOFF_MIN
+        self._standing_by: tuple[str | None, int | None] | None = None  # the holder we last said we wait for
         self._buffer: list[planner.Tick] = []
         self._refusals: dict[str, str] = {}
         # Job id -> newest tick claimed by this pass's committed batches whose last_dispatched is not yet
@@ -179,7 +180,9 @@ class Scheduler:
                 # A standby finding the lease taken is normal; only a holder losing it is a failure to alert on.
                 metrics.LEASE_RENEWAL_FAILURES.inc()
                 self._lost(f"held by {result.holder} in term {result.term}")
+            self._note_standby(result)
             return False
+        self._standing_by = None
         metrics.LEASE_RENEWALS.inc()
         self._renewed_at = started
         # The database's now is somewhere inside the round trip; the middle is the best guess.
@@ -187,6 +190,21 @@ class Scheduler:
         if self._term != result.term:
             self._became_leader(result)
         return True
+
+    def _note_standby(self, result: lease.LeaseResult) -> None:
+        """Say once that this process stands by, and again whenever the holder changes (not every renewal)."""
+        holder = (result.holder, result.term)
+        if holder == self._standing_by:
+            return
+        self._standing_by = holder
+        until = result.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ") if result.expires_at else "-"
+        log.info(
+            "standing by: lease held by %s (term %s) until %s",
+            result.holder,
+            result.term,
+            until,
+            extra={"event": "standing_by", "holder": result.holder, "term": result.term},
+        )
 
     def _became_leader(self, result: lease.LeaseResult) -> None:
         self._term = result.term

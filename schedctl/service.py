@@ -119,12 +119,40 @@ def serve(config: ServeConfig) -> int:
         if scheduler is not None:
             scheduler.on_queued = worker.nudge  # committed: the worker sees the rows when it claims
         threads.append(_thread("worker", lambda: worker.run(signals.stopping, signals.killing)))
+    registry = None if runs_worker else _register_scheduler(store, config, clock, signals)
     for thread in threads:
         thread.start()
     status = _supervise(threads, signals, scheduler)
+    if registry is not None:
+        registry.join(timeout=3.0)  # its last write marks this process stopped
     if status != EXIT_INTERRUPTED:
         store.dispose()
     return status
+
+
+def _register_scheduler(store: Any, config: ServeConfig, clock: Clock, signals: _Signals) -> threading.Thread:
+    """A scheduler-only process in the worker registry, so `schedctl workers` and `top` show standbys too.
+
+    (A worker, or `--role all`, is registered by the worker loop itself.)"""
+    from schedctl.registry import Registry
+
+    s = config.scheduler
+    registry = Registry(
+        store,
+        identity=s.identity,
+        role="scheduler",
+        interval=s.renew_interval,
+        stale_after=max(3 * s.renew_interval, s.lease_duration),
+        monotonic=clock.monotonic,
+    )
+    return registry.run_in_thread(
+        signals.stopping,
+        lambda: (
+            "stopped at once (a second SIGTERM or SIGINT)"
+            if signals.killing.is_set()
+            else "shutdown (SIGTERM or SIGINT)"
+        ),
+    )
 
 
 def _thread(name: str, target: Callable[[], None]) -> threading.Thread:

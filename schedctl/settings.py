@@ -38,3 +38,5 @@ class WorkerSettings:
     failed_history: int = 5  # like failedJobsHistoryLimit
     output_tail_bytes: int = 8192  # how much of stdout/stderr is stored on the run
     prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)
+    log_output: bool = False  # log each run's output tail when it ends (`serve --log-output`)
+    role: str = "worker"  # as recorded in the worker registry: "all" when this process also schedules

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from sqlalchemy.engine import Connection
 
+from schedctl.eligibility import Stranded, stranded_runs
 from schedctl.job import CatchUp, Job
 from schedctl.missed import (
     CATCH_UP_GRACE,
@@ -45,10 +46,17 @@ class Verdict(StrEnum):
     NOT_RUNNING = "not_running"  # no scheduler holds the lease
     FAILING = "failing"  # the latest finished runs failed
     MISSED = "missed"  # ticks in the window did not run, though a leader holds the lease now
+    NO_WORKER = "no_worker"  # queued past a poll, and no alive worker may take it (labels, or none alive)
 
     @property
     def bad(self) -> bool:
-        return self in (Verdict.REFUSED, Verdict.NOT_RUNNING, Verdict.FAILING, Verdict.MISSED)
+        return self in (
+            Verdict.REFUSED,
+            Verdict.NOT_RUNNING,
+            Verdict.FAILING,
+            Verdict.MISSED,
+            Verdict.NO_WORKER,
+        )
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,7 @@ class _Facts:
     next_fire: datetime | None
     active: int = 0  # runs queued or running
     oldest_active: datetime | None = None
+    stranded: Stranded | None = None  # due queued runs no alive worker may take
 
 
 def _span(ticks: list[MissedTick], now: datetime) -> str:
@@ -220,6 +229,8 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
     stopped = _stopped(f, now)
     if stopped is not None:
         return stopped
+    if f.stranded is not None:
+        return Verdict.NO_WORKER, f.stranded.text(now)
     job = f.job
     streak = _failing_streak(f.finished)
     if streak:
@@ -319,6 +330,7 @@ def status_on(
         active=h.active_runs(conn, job.id),
         lease=_lease_view(conn, lease_name, now),
         last_term=h.latest_term(conn, lease_name),
+        stranded=stranded_runs(conn, now).get(job.id),
     )
 
 
@@ -344,6 +356,7 @@ def _assemble(
     lease: LeaseView | None,
     last_term: h.TermRecord | None,
     schedules: dict[str, tuple[datetime | None, str | None]] | None = None,
+    stranded: Stranded | None = None,
 ) -> JobStatus:
     """One job's status from what the store holds about it; no SQL, so one job and many jobs (read in bulk)
     take the same path. ``schedules`` shares the next fire and description between jobs on one schedule."""
@@ -365,6 +378,7 @@ def _assemble(
         next_fire=next_fire,
         active=active[0],
         oldest_active=active[1],
+        stranded=stranded,
     )
     code, text = _verdict(facts, now)
     return JobStatus(
@@ -416,6 +430,7 @@ def status_many(
     active = h.active_runs_by_job(conn, ids)
     lease = _lease_view(conn, lease_name, now)
     last_term = h.latest_term(conn, lease_name)
+    stranded = stranded_runs(conn, now)
     schedules: dict[str, tuple[datetime | None, str | None]] = {}
     return [
         _assemble(
@@ -431,6 +446,7 @@ def status_many(
             lease=lease,
             last_term=last_term,
             schedules=schedules,
+            stranded=stranded.get(job.id),
         )
         for job in items
     ]

@@ -29,6 +29,7 @@ from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
 from schedctl.groupguard import GroupGuard
 from schedctl.hooks import Hooks
 from schedctl.observability import health, metrics
+from schedctl.registry import Registry
 from schedctl.settings import WorkerSettings
 from schedctl.store import Store, wake
 from schedctl.store import claims as sql
@@ -104,6 +105,18 @@ class Worker:
         self._serial = 0
         self._rejected_writes = 0
         self._hooks = Hooks(settings.run_as_job_user)
+        self._registry = Registry(
+            store,
+            identity=settings.identity,
+            role=settings.role,
+            interval=settings.heartbeat_interval,
+            stale_after=settings.stale_after,
+            monotonic=clock.monotonic,
+            labels=settings.labels,
+            slots=settings.slots,
+            poll_interval=settings.poll_interval,
+        )
+        self._stop_reason = "shutdown (SIGTERM or SIGINT)"
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
         os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
 
@@ -151,17 +164,26 @@ class Worker:
                 self._selector.register(self._inbox.fileno(), selectors.EVENT_READ, "inbox")
                 if self._guard is not None:
                     self._guard.remove_on_exit(self._inbox.path)
+        self._registry.refresh()
         try:
             while self._turn(stopping, killing):
                 pass
+        except BaseException as exc:
+            self._stop_reason = f"crashed: {type(exc).__name__}: {exc}"
+            raise
         finally:
             self._close()
+            if killing.is_set():
+                self._stop_reason = "stopped at once (a second SIGTERM or SIGINT)"
+            self._registry.stop(self._stop_reason)
         log.info("worker %s stopped", self.settings.identity, extra={"event": "worker_stopped"})
 
     # -- one turn ------------------------------------------------------------------------------------------
     def _turn(self, stopping: threading.Event, killing: threading.Event) -> bool:
         health.mark_turn("worker")
         now = self.clock.monotonic()
+        if self._registry.due():
+            self._registry.refresh()  # every heartbeat interval, idle or busy: `schedctl workers` sees us
         if stopping.is_set() and not self._draining:
             self._drain()
         if killing.is_set() and not self._killed:
@@ -188,6 +210,9 @@ class Worker:
                     "database still unreachable: %d outcomes not recorded; those runs will be taken over",
                     len(self._pending),
                     extra={"event": "outcomes_abandoned"},
+                )
+                self._stop_reason = (
+                    f"shutdown; {len(self._pending)} outcomes not recorded (database unreachable)"
                 )
                 return False
         self._wait(self._timeout(now))
@@ -533,6 +558,8 @@ class Worker:
             )
             return
         self._touched.add(o.job_id)
+        if self.settings.log_output and not (o.state == "queued" and o.retry_after is None):
+            _log_output(o, extra)
         if o.state == "queued" and o.retry_after is not None:
             log.warning(
                 "run failed (%s); retry in %.3gs",
@@ -685,3 +712,14 @@ class Worker:
         shutil.rmtree(self._root, ignore_errors=True)
         metrics.WORKER_ACTIVE_RUNS.set(0)
         health.unregister("worker")
+
+
+def _log_output(o: sql.Outcome, extra: dict[str, Any]) -> None:
+    """``serve --log-output``: the run's stored output tail in the log, where a one-machine user looks."""
+    tail = (o.output_tail or "").rstrip("\n")
+    log.info(
+        "run output (%s):%s",
+        f"the last {len(tail.encode())} bytes" if tail else "none",
+        ("\n" + tail) if tail else "",
+        extra={"event": "run_output", "output_tail": o.output_tail or "", **extra},
+    )

@@ -26,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": ("crontab", "export", "Write the job set back as a crontab, for rolling back."),
     "db": ("db", "db", "Create, upgrade or check the database schema."),
     "leases": ("leases", "leases", "Show who holds the scheduler lease, and the last terms."),
+    "workers": ("workers", "workers", "List workers: alive, stale or stopped, with slots in use and runs."),
+    "top": ("top", "top", "A live view: leader, workers, running runs, queue, next fires, failures."),
     "runs": ("runs", "runs", "List recent runs with state, attempt, worker and exit status."),
     "run": ("runs", "run", "Queue a manual run of a job now."),
     "logs": ("runs", "logs", "Print the stored output of a run."),

@@ -11,6 +11,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from schedctl.cli._options import DEFAULT_DB
 from schedctl.errors import StoreError, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -35,10 +36,26 @@ def open_store_or_explain(db_url: str, create: bool = False) -> Store:
     if parsed.get_backend_name() == "sqlite" and not create and database not in ("", ":memory:"):
         if not Path(database).exists():
             # Connecting would create an empty file as a side effect of a read-only command.
+            if db_url == DEFAULT_DB:
+                raise StoreError(
+                    f"no database given, and the default {describe_target(parsed)} does not exist in "
+                    f"{Path.cwd()}: point at yours with --db URL or `export SCHEDCTL_DATABASE_URL=URL` "
+                    "(e.g. postgresql://user@host/db), or create this one with `schedctl db upgrade`"
+                )
             raise StoreError(
                 f"{describe_target(parsed)} does not exist: run `schedctl db upgrade` to create it, or {URL_HINT}"
             )
     return open_store(parsed)
+
+
+def say_database(store: Store) -> None:
+    """One short line on stderr naming the database a listing read (host and database, never the password),
+    so a default `./schedctl.db` is never mistaken for the production database."""
+    import click
+
+    from schedctl.store import describe_target
+
+    click.echo(f"database: {describe_target(store.url)}", err=True)
 
 
 def open_checked_store(db_url: str) -> Store:

@@ -8,8 +8,10 @@ from schedctl.cli._complete import SHELLS
 
 INSTALL_HELP = """\b
 Install:
-  bash  schedctl completion bash > ~/.local/share/bash-completion/completions/schedctl
-  zsh   schedctl completion zsh > "${fpath[1]}/_schedctl"   (then: autoload -U compinit && compinit)
+  bash  mkdir -p ~/.local/share/bash-completion/completions &&
+        schedctl completion bash > ~/.local/share/bash-completion/completions/schedctl
+  zsh   mkdir -p ~/.zfunc && schedctl completion zsh > ~/.zfunc/_schedctl
+        then in ~/.zshrc, before compinit: fpath=(~/.zfunc $fpath); autoload -Uz compinit && compinit
   fish  schedctl completion fish > ~/.config/fish/completions/schedctl.fish
 Or, for this shell only:  eval "$(schedctl completion bash)"   (zsh: the same with zsh)"""
 

@@ -151,7 +151,7 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
     type=click.Choice(["crontab", "crontab-user", "crontab-system"]),
     default="crontab",
     show_default=True,
-    help="crontab: a system crontab (user column) when every job has a user, else a user crontab.",
+    help="crontab: a system crontab (user column) when any job has a user, else a user crontab.",
 )
 @click.option(
     "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."

@@ -27,18 +27,29 @@ def leases(name: str, limit: int, db_url: str, output: str, as_json: bool) -> No
     """
     from schedctl import lease
     from schedctl.cli._store import explained, open_checked_store
+    from schedctl.store import workers as registry
+    from schedctl.store.dialect import select_db_now
 
     store = open_checked_store(db_url)
     try:
         with explained(store):
             found = lease.report(store, name, limit)
+            with store.connect() as conn:
+                skew = registry.version_skew(
+                    registry.list_workers(conn, select_db_now(conn), with_runs=False)
+                )
     finally:
         store.dispose()
     fmt = resolve_output(output, as_json)
     if fmt in ("json", "jsonl"):
         click.echo(json.dumps(as_document(found), indent=2 if fmt == "json" else None))
     else:
+        from schedctl.cli._store import say_database
+
+        say_database(store)
         render(found)
+        for line in skew:
+            click.echo(f"! version skew among alive schedulers and workers: {line}", err=True)
 
 
 def as_document(report: Any) -> dict[str, Any]:

@@ -45,6 +45,36 @@ def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict
     return {j: jobs[j] for j in wanted} if wanted else jobs
 
 
+def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store: Store) -> dict[str, Job]:
+    """The job files; or, when none was given (the default ./schedctl.toml does not exist), the jobs as the
+    database last saw them (job_state and the snapshots run rows carry), said once on stderr."""
+    from pathlib import Path
+
+    from schedctl.cli._options import DEFAULT_JOBS
+    from schedctl.cli._store import explained
+    from schedctl.errors import JobNotFound
+
+    if jobs_path != DEFAULT_JOBS or Path(jobs_path).exists():
+        return load_selected(jobs_path, job_ids, now)
+    from schedctl.dbjobs import jobs_from_database
+
+    wanted = list(dict.fromkeys(job_ids))
+    with explained(store), store.connect() as conn:
+        found = jobs_from_database(conn, wanted, now)
+    for job_id in wanted:
+        if job_id not in found:
+            raise JobNotFound(
+                f"no job {job_id!r} in the database, and no job file ({DEFAULT_JOBS} does not exist here; "
+                "give --jobs PATH or set SCHEDCTL_JOBS)"
+            )
+    click.echo(
+        f"no job file ({DEFAULT_JOBS} does not exist here; --jobs or SCHEDCTL_JOBS): "
+        f"{len(found)} jobs as the database last saw them",
+        err=True,
+    )
+    return found
+
+
 def open_db(db_url: str) -> Store:
     """A store whose schema is current, or one line naming the database and what to run (exit 1)."""
     from schedctl.cli._store import open_checked_store
@@ -145,16 +175,19 @@ def missed(
     The default window starts at the job's first dispatch (or its history mark), at most 7 days back, and
     ends at now minus the catch-up grace: a younger tick is late, not missed. Times are UTC.
     """
+    from schedctl.cli._store import say_database
     from schedctl.missed import missed as find_missed
     from schedctl.missed import missed_counts
 
     now = datetime.now(UTC)
     lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
-    jobs = load_selected(jobs_path, [job_id] if job_id else [], now)
     store = open_db(db_url)
-    now = db_clock(store)
     fmt = resolve_output(output, as_json)
     try:
+        jobs = jobs_for_report(jobs_path, [job_id] if job_id else [], now, store)
+        now = db_clock(store)
+        if fmt not in ("json", "jsonl"):
+            say_database(store)
         if job_id:
             ticks = find_missed(store, jobs[job_id], lo, hi, now)
             _show_ticks(job_id, ticks, fmt)

@@ -57,8 +57,10 @@ def runs(job_id: str | None, state: str | None, limit: int, db_url: str, output:
 
         emit(fmt, [run_json(r) for r in found])
         return
+    from schedctl.cli._store import say_database
     from schedctl.cli.missed import table
 
+    say_database(store)
     wide = fmt == "wide"
     table([_row(r, wide) for r in found], COLUMNS + WIDE if wide else COLUMNS)
 
@@ -127,11 +129,13 @@ def run(job_id: str, jobs_path: str, db_url: str) -> None:
 def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
     """Print the stored output tail of a run of JOB (default: its latest run that started)."""
     from schedctl.cli._store import explained, open_checked_store
-    from schedctl.store.runs import run_output
+    from schedctl.store.runs import resolve_tick, run_output
 
     store = open_checked_store(db_url)
     try:
         with explained(store):
+            if scheduled_for is not None:
+                scheduled_for = resolve_tick(store, job_id, scheduled_for)
             found, text = run_output(store, job_id, scheduled_for)
     finally:
         store.dispose()
@@ -146,13 +150,19 @@ def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
 @click.argument("scheduled_for", type=Instant())
 @db_option
 def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
-    """Cancel a run: a queued one at once, a running one by asking its worker (SIGTERM, grace, SIGKILL)."""
+    """Cancel a run: a queued one at once, a running one by asking its worker (SIGTERM, grace, SIGKILL).
+
+    SCHEDULED_FOR may be given to the second (`2026-03-01T02:30:00Z`) even for a manual run, keyed to the
+    microsecond: the one run in that second is cancelled, and several are listed for you to choose.
+    """
     from schedctl.cli._store import explained, open_checked_store
     from schedctl.store.runs import cancel as cancel_run
+    from schedctl.store.runs import resolve_tick
 
     store = open_checked_store(db_url)
     try:
         with explained(store):
+            scheduled_for = resolve_tick(store, job_id, scheduled_for)
             result = cancel_run(store, job_id, scheduled_for)
     finally:
         store.dispose()

@@ -82,26 +82,65 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 @click.option(
     "--poll-interval", type=DURATION, default="1s", show_default=True, help="Worker poll when idle."
 )
-@click.option("--heartbeat-interval", type=DURATION, default="15s", show_default=True)
 @click.option(
-    "--stale-after", type=DURATION, default="60s", show_default=True, help="Take over runs silent this long."
+    "--heartbeat-interval",
+    type=DURATION,
+    default="15s",
+    show_default=True,
+    help="Worker heartbeat for its running runs, and its refresh in `schedctl workers` (also when idle).",
+)
+@click.option(
+    "--stale-after",
+    type=DURATION,
+    default="60s",
+    show_default=True,
+    help="Take over runs silent this long; `schedctl workers` shows a silent worker as stale after it.",
 )
 @click.option(
     "--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE", help="Worker label (repeat)."
 )
 @click.option("--run-as-job-user", is_flag=True, help="As root, run each job as the user it names.")
-@click.option("--successful-history", type=click.IntRange(min=0), default=3, show_default=True)
-@click.option("--failed-history", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option(
+    "--successful-history",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Succeeded runs kept per job (older ones are pruned every minute).",
+)
+@click.option(
+    "--failed-history",
+    type=click.IntRange(min=0),
+    default=5,
+    show_default=True,
+    help="Failed, timed-out or cancelled runs kept per job.",
+)
+@click.option(
+    "--log-output",
+    is_flag=True,
+    help="Log each run's output tail (last 8 KiB) when it ends: job output in the serve log, for one machine.",
+)
 @click.option(
     "--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here."
 )
-@click.option("--metrics-host", default="127.0.0.1", show_default=True)
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics port binds (0.0.0.0 for Kubernetes probes).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for a terminal; json: one object per line for a log shipper.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     default="info",
     show_default=True,
+    help="schedctl's own loggers (SQLAlchemy and Alembic stay at warning).",
 )
 @click.option("--clock-skew", type=SignedDuration(), default="0", envvar="SCHEDCTL_CLOCK_SKEW", hidden=True)
 def serve(**opts: Any) -> None:
@@ -109,7 +148,9 @@ def serve(**opts: Any) -> None:
 
     \b
     SIGTERM/SIGINT: finish the pass, release the lease, hand runs back, exit 0.
-    A second SIGTERM/SIGINT: stop now (exit 130).  SIGHUP: re-read the job files.
+    A second SIGTERM/SIGINT: stop now, kill the jobs and hand their runs back;
+    exit 0 (130 only if a loop is still stuck after a few seconds).
+    SIGHUP: re-read the job files.
     """
     import sys
 
@@ -150,6 +191,8 @@ def _config(opts: dict[str, Any]) -> Any:
             run_as_job_user=opts["run_as_job_user"],
             successful_history=opts["successful_history"],
             failed_history=opts["failed_history"],
+            role="all" if opts["role"] == "all" else "worker",
+            log_output=opts["log_output"],
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],

@@ -9,7 +9,16 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
-from schedctl.cli.missed import db_clock, emit, iso, load_selected, open_db, table, utc_text
+from schedctl.cli.missed import (
+    db_clock,
+    emit,
+    iso,
+    jobs_for_report,
+    load_selected,
+    open_db,
+    table,
+    utc_text,
+)
 
 if TYPE_CHECKING:
     from schedctl.status import JobStatus, TimelineEntry
@@ -24,7 +33,10 @@ WARN = "!"  # the mark for anything missed, failed, refused or without a leader
     "--last", "last_n", type=click.IntRange(min=0), default=10, show_default=True, help="Ticks shown."
 )
 @click.option(
-    "--check", is_flag=True, help="Exit 1 when something is missed, failing, refused or leaderless."
+    "--check",
+    is_flag=True,
+    help="Exit 1 when something is missed, failing, refused, leaderless, or queued with no alive worker "
+    "that may take it.",
 )
 @jobs_option
 @db_option
@@ -43,14 +55,17 @@ def status(
     Without JOB: one line per job with its last result, next fire and a `!` for anything missed, failed or
     refused. Times are UTC.
     """
+    from schedctl.cli._store import say_database
     from schedctl.status import all_status, job_status
 
     now = datetime.now(UTC)
-    jobs = load_selected(jobs_path, [job_id] if job_id else [], now)
     store = open_db(db_url)
-    now = db_clock(store)
     fmt = resolve_output(output, as_json)
     try:
+        jobs = jobs_for_report(jobs_path, [job_id] if job_id else [], now, store)
+        now = db_clock(store)
+        if fmt not in ("json", "jsonl"):
+            say_database(store)
         if job_id:
             one = job_status(store, jobs[job_id], now, last_n)
             _show_one(one, fmt, now)

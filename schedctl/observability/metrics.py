@@ -182,3 +182,9 @@ OLDEST_QUEUED_AGE = Gauge(
     "Age of the oldest due queued run, by the database's clock; 0 when none is waiting.",
     registry=REGISTRY,
 )
+RUNS_WITHOUT_ELIGIBLE_WORKER = Gauge(
+    "schedctl_runs_without_eligible_worker",
+    "Due runs queued longer than a poll interval that no alive worker may take (its labels match none, or "
+    "no worker is alive).",
+    registry=REGISTRY,
+)

@@ -1,4 +1,5 @@
-"""Queue depth and the age of the oldest waiting run, sampled from the database into two gauges.
+"""Queue depth, the age of the oldest waiting run and the runs no alive worker may take, sampled from the
+database into three gauges.
 
 Sampled by the service on a timer rather than on scrape: a scrape must never wait for (or load) the database.
 """
@@ -40,7 +41,11 @@ def sample_queue(store: Store) -> tuple[int, float]:
         depth, oldest = conn.execute(
             select(func.count(), func.min(waiting_since, type_=UTCDateTime())).where(due)
         ).one()
+        from schedctl.eligibility import stranded_runs
+
+        stranded = sum(s.count for s in stranded_runs(conn, now).values())
     age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    metrics.RUNS_WITHOUT_ELIGIBLE_WORKER.set(stranded)
     metrics.QUEUE_DEPTH.set(depth)
     metrics.OLDEST_QUEUED_AGE.set(age)
     return int(depth), age

@@ -24,6 +24,7 @@ from sqlalchemy.exc import (
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 
 DEFAULT_URL = "sqlite:///schedctl.db"
+READ_ONLY = "schedctl_read_only"  # execution option: a SQLite transaction that starts deferred (Store.read)
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # A pooled connection unused for longer than this is pinged before use. One in use every second (a leader's
 # dispatches and renewals, a worker's claims) is not: a ping per transaction is a round trip of its own,
@@ -32,9 +33,12 @@ IDLE_PING_AFTER = 5.0
 
 _DEFAULT_DRIVERS = {
     "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",  # Heroku-style DATABASE_URL
     "mysql": "mysql+pymysql",
     "mariadb": "mariadb+pymysql",
 }
+# The extra of schedctl's package that brings each backend's default driver.
+_DRIVER_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"}
 
 
 def parse_url(url: str | URL) -> URL:
@@ -99,6 +103,19 @@ class Store:
         try:
             with self.engine.connect() as conn:
                 yield conn
+        except (OperationalError, DBAPIError) as exc:
+            raise translate_error(exc, self.url) from exc
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction that never takes SQLite's writer lock (a plain deferred ``BEGIN``), so a
+        reader refreshing every second (`schedctl top`) never delays a dispatch or a claim. WAL gives it a
+        consistent snapshot meanwhile. Elsewhere the same as ``connect()``."""
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(**{READ_ONLY: True})
+                with conn.begin():
+                    yield conn
         except (OperationalError, DBAPIError) as exc:
             raise translate_error(exc, self.url) from exc
 
@@ -169,7 +186,13 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
     kwargs.update(engine_kwargs)
     try:
         engine = create_engine(parsed, **kwargs)
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+    except ImportError as exc:
+        extra = _DRIVER_EXTRAS.get(backend) if parsed.drivername in _DEFAULT_DRIVERS.values() else None
+        hint = (
+            f"install the driver: pip install 'schedctl[{extra}]'" if extra else "its driver is not installed"
+        )
+        raise StoreError(f"cannot use {safe_url(parsed)}: {hint} ({exc})") from None
+    except (ArgumentError, NoSuchModuleError) as exc:
         raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None
     if backend == "sqlite":
         _configure_sqlite(engine)
@@ -242,4 +265,5 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        read_only = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")

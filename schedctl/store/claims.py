@@ -271,7 +271,7 @@ def save_checkpoint(conn: Connection, job_id: str, scheduled_for: datetime, atte
         .where(
             r.job_id == job_id, r.scheduled_for == scheduled_for, r.attempt == attempt, r.state == "running"
         )
-        .values(checkpoint=value)
+        .values(checkpoint=value, checkpoint_at=db_now())  # its age is a running run's progress in `top`
     )
     return bool(result.rowcount)
 

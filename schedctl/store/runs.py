@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
 
-from schedctl.errors import RunNotFound
+from schedctl.errors import RunNotFound, SchedctlError
 from schedctl.job import Job
 from schedctl.store import Store
 from schedctl.store.claims import queue_runs
@@ -128,6 +128,35 @@ def cancel(store: Store, job_id: str, scheduled_for: datetime) -> str:
     if state is None:
         raise RunNotFound(_missing(job_id, scheduled_for))
     return str(state)
+
+
+def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
+    """The run key ``given`` names. A manual run is keyed to the microsecond; a tick typed to the second
+    (no fraction) names the one run of the job inside that second, and several there are an error that
+    lists them. A time with a fraction is taken as exact."""
+    if given.microsecond:
+        return given
+    r = job_runs.c
+    with store.connect() as conn:
+        found = list(
+            conn.execute(
+                select(r.scheduled_for)
+                .where(
+                    r.job_id == job_id,
+                    r.scheduled_for >= given,
+                    r.scheduled_for < given + timedelta(seconds=1),
+                )
+                .order_by(r.scheduled_for)
+                .limit(11)
+            ).scalars()
+        )
+    if len(found) <= 1:
+        return found[0] if found else given
+    listed = ", ".join(f.isoformat().replace("+00:00", "Z") for f in found[:10])
+    more = " (and more)" if len(found) > 10 else ""
+    raise SchedctlError(
+        f"{len(found)} runs of {job_id!r} fall in {given.isoformat()}: {listed}{more}; give one"
+    )
 
 
 def _missing(job_id: str, scheduled_for: datetime | None) -> str:

@@ -9,6 +9,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -78,6 +79,7 @@ job_runs = Table(
     Column("output_tail", Text, nullable=True),
     Column("error", Text, nullable=True),
     Column("checkpoint", JSON, nullable=True),
+    Column("checkpoint_at", UTCDateTime, nullable=True),  # when a running run last saved its checkpoint
     Column("snapshot", JSON, nullable=True),
     Column("labels_key", String(512), nullable=False, default=""),
     Column("concurrency", String(16), nullable=False, default="forbid"),
@@ -142,6 +144,29 @@ job_events = Table(
     Column("kind", String(32), nullable=False),
     Column("detail", Text, nullable=True),
     Index("ix_job_events_job_at", "job_id", "at"),
+)
+
+# Every `serve` process, one row per identity: a worker (or `--role all`) refreshes `last_seen_at` by the
+# database's clock every heartbeat interval, busy or idle; a scheduler-only process does so every renew
+# interval. A clean exit sets `stopped_at` and why. A row not seen for its own `stale_after` is stale: the
+# process died without saying so. Rows stopped (or stale) long ago are pruned (store/workers.py).
+workers = Table(
+    "workers",
+    metadata,
+    Column("identity", String(255), primary_key=True),
+    Column("role", String(16), nullable=False),  # worker | scheduler | all
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("schedctl_version", String(32), nullable=False),
+    Column("tzdata_version", String(32), nullable=False),
+    Column("labels", JSON, nullable=True),
+    Column("slots", Integer, nullable=False),
+    Column("poll_interval", Float, nullable=False),
+    Column("stale_after", Float, nullable=False),  # seconds without a refresh before readers call it stale
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("last_seen_at", UTCDateTime, nullable=False),
+    Column("stopped_at", UTCDateTime, nullable=True),
+    Column("stop_reason", Text, nullable=True),
 )
 
 # The run states the partial indexes above are for, as inline SQL literals rather than bound parameters: a

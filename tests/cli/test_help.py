@@ -43,3 +43,42 @@ def test_version() -> None:
 
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and __version__ in result.output
+
+
+def _every_command() -> list[tuple[str, click.Command]]:
+    ctx = click.Context(cli)
+    out = []
+    for name in sorted(COMMANDS):
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        out.append((name, command))
+        if isinstance(command, click.Group):
+            out += [(f"{name} {sub}", c) for sub, c in command.commands.items()]
+    return out
+
+
+@pytest.mark.parametrize(("name", "command"), _every_command(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_option_has_help_text(name: str, command: click.Command) -> None:
+    missing = [
+        p.opts[0]
+        for p in command.params
+        if isinstance(p, click.Option) and not p.hidden and not (p.help or "").strip()
+    ]
+    assert missing == [], f"schedctl {name}: options without help: {missing}"
+
+
+def _help(*args: str) -> str:
+    result = CliRunner().invoke(cli, [*args, "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    return " ".join(result.output.split())
+
+
+def test_help_texts_say_what_the_readme_says() -> None:
+    readme = " ".join(README.split())
+    assert "a system crontab when any job has a `user`" in readme
+    assert "a system crontab (user column) when any job has a user" in _help("export")
+    assert "exit 0 (130 only if a loop is still stuck after a few seconds)" in readme
+    assert "exit 0 (130 only if a loop is still stuck after a few seconds)" in _help("serve")
+    zsh = "mkdir -p ~/.zfunc && schedctl completion zsh > ~/.zfunc/_schedctl"
+    assert zsh in readme and zsh in _help("completion")
+    assert "fpath=(~/.zfunc $fpath)" in readme and "fpath=(~/.zfunc $fpath)" in _help("completion")

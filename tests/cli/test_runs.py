@@ -97,7 +97,8 @@ def test_runs_json_lists_newest_first_with_the_documented_fields(env):
 def test_runs_table_filters_by_state(env):
     result = invoke(env, "runs", "--state", "succeeded")
     assert result.exit_code == 0
-    header, line = result.output.splitlines()
+    header, line = result.stdout.splitlines()
+    assert result.stderr.startswith("database: sqlite file ")  # which database it read, on stderr
     assert header.split()[:3] == ["JOB", "SCHEDULED", "FOR"]
     assert line.split()[:3] == ["report", "2026-03-01T06:00:00+00:00", "succeeded"]
     assert line.split()[-2:] == ["90.0s", "0"]
@@ -147,3 +148,22 @@ def test_run_queues_a_manual_run_keyed_to_the_microsecond(env):
     assert result.output == f"queued report {row['scheduled_for'].isoformat()}\n"
     unknown = CliRunner().invoke(cli, ["run", "nope", "--jobs", env["jobs"], "--db", env["db"]])
     assert unknown.exit_code != 0
+
+
+def test_cancel_takes_a_manual_runs_tick_to_the_second_and_lists_the_candidates_when_several(env):
+    job = Job(id="report", schedule="0 6 * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true")
+    one = T + timedelta(days=5, microseconds=123456)
+    two = [T + timedelta(days=6, microseconds=m) for m in (111111, 999999)]
+    with env["store"].begin() as conn:
+        claims.queue_runs(conn, job, [one, *two], manual=True)
+    single = invoke(env, "cancel", "report", "2026-03-06T06:00:00Z")
+    assert single.exit_code == 0, single.output
+    assert single.output == "cancelled report 2026-03-06T06:00:00.123456+00:00\n"
+    several = invoke(env, "cancel", "report", "2026-03-07T06:00:00Z")
+    assert several.exit_code == 1
+    assert str(several.exception) == (
+        "2 runs of 'report' fall in 2026-03-07T06:00:00+00:00: 2026-03-07T06:00:00.111111Z, "
+        "2026-03-07T06:00:00.999999Z; give one"
+    )
+    exact = invoke(env, "cancel", "report", "2026-03-07T06:00:00.999999Z")
+    assert exact.exit_code == 0 and exact.output.startswith("cancelled report 2026-03-07T06:00:00.999999")

@@ -1,0 +1,165 @@
+"""`schedctl top`: statements and wall time of one frame as the number of jobs grows.
+
+    python bench/top.py [--db URL] [--jobs 10 1000 10000] [--print-frame]
+
+Seeds a fresh database (a temporary SQLite file unless --db names an empty PostgreSQL/MySQL database or
+schema) with N jobs as a leader leaves them (a job_state row each, one finished or skipped run each, two
+workers, a scheduler standby, a few running and queued runs), then reads frames and counts the statements
+each one sends (a SQLAlchemy ``before_cursor_execute`` listener). The count must not grow with N. With
+``--print-frame`` the last frame is printed as `schedctl top --once` prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import event, insert
+
+from schedctl.job import CatchUp, Job
+from schedctl.lease import acquire_or_renew
+from schedctl.store import claims, describe_target, open_store
+from schedctl.store import workers as registry
+from schedctl.store.migrate import upgrade
+from schedctl.store.schema import job_runs, job_state, workers
+from schedctl.top import ScheduleCache, read_frame
+
+ZONES = ("UTC", "Europe/London", "America/New_York", "Asia/Tokyo")
+
+
+def seed(store, n: int) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    with store.begin() as conn:
+        conn.execute(job_runs.delete())
+        conn.execute(job_state.delete())
+        conn.execute(workers.delete())
+        for ident, labels, role in (
+            ("worker-a", {}, "worker"),
+            ("worker-b", {"pool": "batch"}, "worker"),
+            ("sched-1", {}, "scheduler"),
+            ("sched-2", {}, "scheduler"),
+        ):
+            registry.register(
+                conn,
+                registry.Registration(ident, role, "bench", 1, "0.1.0", "2025b", labels, 8, 1.0, 60.0),
+            )
+    states, runs = [], []
+    for i in range(n):
+        job_id = f"job-{i:06d}"
+        states.append(
+            dict(
+                job_id=job_id,
+                schedule_key=f"{i % 60} {i % 24} * * *|{ZONES[i % len(ZONES)]}|",
+                defined_at=now - timedelta(days=1),
+                last_dispatched=now - timedelta(minutes=1),
+                paused_at=None,
+                paused_by_file=False,
+                refused_at=None,
+                refused_detail=None,
+                history_start=None,
+                updated_at=now,
+            )
+        )
+        state = ("succeeded", "succeeded", "failed", "skipped")[i % 4]
+        runs.append(
+            dict(
+                job_id=job_id,
+                scheduled_for=now - timedelta(minutes=i % 600 + 2),
+                state=state,
+                manual=False,
+                attempt=1,
+                failures=0,
+                queued_at=now - timedelta(minutes=i % 600 + 2),
+                finished_at=None if state == "skipped" else now - timedelta(minutes=i % 600 + 1),
+                exit_status={"succeeded": 0, "failed": 1}.get(state),
+                cancel_requested=False,
+                labels_key="",
+                concurrency="forbid",
+                reason="concurrency" if state == "skipped" else None,
+                reason_detail="a run of the job was still queued or running" if state == "skipped" else None,
+                error="exited with status 1" if state == "failed" else None,
+            )
+        )
+    with store.begin() as conn:
+        for start in range(0, n, 2000):
+            conn.execute(insert(job_state), states[start : start + 2000])
+            conn.execute(insert(job_runs), runs[start : start + 2000])
+    busy = [
+        Job(id=f"job-{i:06d}", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="x")
+        for i in range(min(n, 3))
+    ]
+    batch = Job(
+        id="nightly-batch",
+        schedule="0 2 * * *",
+        timezone="UTC",
+        catch_up=CatchUp.SKIP,
+        command="x",
+        labels={"pool": "gpu"},
+    )
+    with store.begin() as conn:
+        for j in busy:
+            claims.queue_runs(conn, j, [now])
+        claims.claim(conn, "worker-a", 3, claims.label_keys({}), 60.0)
+        claims.queue_runs(conn, batch, [now - timedelta(minutes=12)])
+        conn.execute(
+            job_runs.update()
+            .where(job_runs.c.job_id == batch.id)
+            .values(queued_at=now - timedelta(minutes=12))
+        )
+    assert acquire_or_renew(store, "cron", "sched-1", 300.0).held
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--db", help="an empty database (default: a temporary SQLite file)")
+    parser.add_argument("--jobs", type=int, nargs="+", default=[10, 1000, 10000])
+    parser.add_argument("--frames", type=int, default=5)
+    parser.add_argument("--print-frame", action="store_true")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="schedctl-bench-top-")
+    url = args.db or f"sqlite:///{Path(tmp) / 'top.db'}"
+    store = open_store(url)
+    upgrade(store)
+    counted: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda *a: counted.append(a[2]))
+    print(f"# {describe_target(url)}; load {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"{'jobs':>7}  {'statements/frame':>16}  {'first frame':>11}  {'median frame':>12}")
+    counts = set()
+    frame = None
+    for n in args.jobs:
+        seed(store, n)
+        cache = ScheduleCache()
+        times, per_frame = [], []
+        for _ in range(args.frames):
+            counted.clear()
+            began = time.perf_counter()
+            frame = read_frame(store, schedules=cache)
+            times.append(time.perf_counter() - began)
+            per_frame.append(len(counted))
+        counts.update(per_frame)
+        print(
+            f"{n:>7}  {per_frame[0]:>16}  {times[0] * 1000:>9.0f}ms  {statistics.median(times) * 1000:>10.0f}ms"
+        )
+    if args.print_frame and frame is not None:
+        from rich.console import Console
+
+        from schedctl.cli.top import render
+
+        Console(width=120, soft_wrap=True, highlight=False).print(render(frame, describe_target(url)))
+    store.dispose()
+    if len(counts) != 1:
+        print(f"statement count varies with the job count: {sorted(counts)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Jobs as the database last saw them, for `status` and `missed` when no job file is given.
+
+Each run row carries the snapshot its job had when the leader queued it, and ``job_state`` the schedule key
+ticks were counted by; together they rebuild a job well enough to explain it. Reads two tables in bulk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, Job
+from schedctl.store.dialect import id_chunks, in_list
+from schedctl.store.schema import job_runs, job_state
+
+
+def known_job_ids(conn: Connection) -> list[str]:
+    ids = set(conn.execute(select(job_state.c.job_id)).scalars())
+    ids.update(conn.execute(select(job_runs.c.job_id).distinct()).scalars())
+    return sorted(ids)
+
+
+def jobs_from_database(conn: Connection, job_ids: Sequence[str], now: datetime) -> dict[str, Job]:
+    """The named jobs (every known one when none is named) rebuilt from job_state and their newest snapshot.
+
+    A job the database knows nothing about is left out; the caller says so.
+    """
+    ids = list(job_ids) or known_job_ids(conn)
+    keys: dict[str, str] = {}
+    for chunk in id_chunks(conn, ids):
+        rows = conn.execute(
+            select(job_state.c.job_id, job_state.c.schedule_key).where(
+                in_list(conn, job_state.c.job_id, chunk)
+            )
+        )
+        keys.update({row.job_id: row.schedule_key for row in rows})
+    snapshots: dict[str, dict[str, Any]] = {}
+    r = job_runs.c
+    for chunk in id_chunks(conn, ids):
+        rows = conn.execute(
+            select(r.job_id, r.snapshot)
+            .where(in_list(conn, r.job_id, chunk), r.snapshot.is_not(None), r.scheduled_for <= now)
+            .order_by(r.job_id, r.scheduled_for)
+        )
+        for row in rows:  # newest last: each job keeps its newest snapshot
+            snapshots[row.job_id] = row.snapshot or {}
+    out: dict[str, Job] = {}
+    for job_id in ids:
+        job = _rebuild(job_id, keys.get(job_id), snapshots.get(job_id))
+        if job is not None:
+            out[job_id] = job
+    return out
+
+
+def _rebuild(job_id: str, schedule_key: str | None, snap: dict[str, Any] | None) -> Job | None:
+    snap = snap or {}
+    schedule, zone, dst = schedule_key.rsplit("|", 2) if schedule_key else (None, None, "")
+    schedule = schedule or snap.get("schedule")
+    zone = zone or snap.get("timezone")
+    if not schedule or not zone:
+        return None
+    policy = None
+    if dst:
+        gap, _, overlap = dst.partition("/")
+        policy = DstPolicy(DstGap(gap) if gap else None, DstOverlap(overlap) if overlap else None)
+    command = snap.get("command") or "?"
+    try:
+        catch_up = CatchUp(snap.get("catch_up") or "skip")
+        concurrency = Concurrency(snap.get("concurrency") or "forbid")
+    except ValueError:
+        catch_up, concurrency = CatchUp.SKIP, Concurrency.FORBID
+    return Job(
+        id=job_id,
+        schedule=schedule,
+        timezone=zone,
+        catch_up=catch_up,
+        command=tuple(command) if isinstance(command, list) else str(command),
+        max_catch_up=snap.get("max_catch_up"),
+        concurrency=concurrency,
+        labels=dict(snap.get("labels") or {}),
+        dst=policy,
+        source="the database",
+    )

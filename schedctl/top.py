@@ -1,0 +1,192 @@
+"""What one frame of ``schedctl top`` shows, read from the database in a fixed number of statements.
+
+A frame costs the same ten statements with ten jobs or a hundred thousand (tests/store/test_top.py counts
+them): lists are bounded with LIMIT, totals are aggregates, and the next fires come from one read of
+``job_state`` and a cache of schedules shared between frames. The whole frame is one read transaction
+that never takes SQLite's writer lock (``Store.read``), so refreshing it every second never delays a
+dispatch or a claim.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.engine import Connection
+
+from schedctl.store import Store
+from schedctl.store import history as h
+from schedctl.store import workers as registry
+from schedctl.store.claims import label_keys
+from schedctl.store.dialect import select_db_now
+from schedctl.store.schema import QUEUED, RUNNING, job_runs, job_state
+from schedctl.store.types import UTCDateTime
+
+LIST_LIMIT = 10  # rows per list in a frame: running runs, next fires, failures, missed ticks
+
+
+@dataclass(frozen=True)
+class NextFire:
+    job_id: str
+    timezone: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    job_id: str
+    scheduled_for: datetime
+    state: str
+    at: datetime | None
+    exit_status: int | None
+    detail: str | None
+
+
+@dataclass
+class Frame:
+    now: datetime
+    lease: h.LeaseRecord | None
+    processes: list[registry.WorkerRecord]
+    running: list[registry.RunningRun]  # the oldest LIST_LIMIT
+    running_total: int
+    running_by_worker: dict[str, int]
+    queue_depth: int
+    oldest_queued: datetime | None
+    without_worker: int  # due queued runs (queued for longer than a poll) that no alive worker may take
+    next_fires: list[NextFire]
+    failures: list[FinishedRun]
+    missed: list[FinishedRun]
+    job_count: int
+    skew: list[str] = field(default_factory=list)
+
+    @property
+    def leader_held(self) -> bool:
+        return self.lease is not None and self.lease.expires_at > self.now
+
+    def standbys(self) -> list[registry.WorkerRecord]:
+        holder = self.lease.holder if self.leader_held and self.lease else None
+        return [
+            p
+            for p in self.processes
+            if p.role in ("scheduler", "all") and p.state == registry.ALIVE and p.identity != holder
+        ]
+
+    def workers(self) -> list[registry.WorkerRecord]:
+        return [p for p in self.processes if p.runs_jobs]
+
+
+class ScheduleCache:
+    """Each schedule key's next fire, kept across frames and recomputed only once it has passed."""
+
+    def __init__(self) -> None:
+        self._next: dict[str, datetime | None] = {}
+
+    def next_after(self, key: str, now: datetime) -> datetime | None:
+        at = self._next.get(key, now)
+        if key not in self._next or (at is not None and at <= now):
+            at = self._compute(key, now)
+            self._next[key] = at
+        return at
+
+    @staticmethod
+    def _compute(key: str, now: datetime) -> datetime | None:
+        from schedctl.cron import schedule_for
+        from schedctl.job import DstGap, DstOverlap, DstPolicy
+
+        try:
+            expr, zone, dst = key.rsplit("|", 2)
+            policy = None
+            if dst:
+                gap, _, overlap = dst.partition("/")
+                policy = DstPolicy(DstGap(gap) if gap else None, DstOverlap(overlap) if overlap else None)
+            return schedule_for(expr, zone, policy).next_after(now)
+        except Exception:  # noqa: BLE001 - a row written by another version: no next fire shown, no crash
+            return None
+
+
+def read_frame(store: Store, lease_name: str = "cron", schedules: ScheduleCache | None = None) -> Frame:
+    schedules = schedules or ScheduleCache()
+    r = job_runs.c
+    with store.read() as conn:
+        now = select_db_now(conn)
+        lease = h.current_lease(conn, lease_name)
+        processes = registry.list_workers(conn, now, with_runs=False)
+        per_worker = {
+            worker or "": int(n)
+            for worker, n in conn.execute(
+                select(r.worker, func.count()).where(r.state == RUNNING).group_by(r.worker)
+            )
+        }
+        running = [
+            run for runs in registry.running_by_worker(conn, limit=LIST_LIMIT).values() for run in runs
+        ]
+        due = (r.state == QUEUED, or_(r.not_before.is_(None), r.not_before <= now))
+        depth, oldest = conn.execute(
+            select(func.count(), func.min(r.queued_at, type_=UTCDateTime())).where(*due)
+        ).one()
+        alive = [p for p in processes if p.state == registry.ALIVE and p.runs_jobs]
+        poll = max((p.poll_interval for p in alive), default=1.0)
+        groups = registry.due_queued_groups(conn, now, older_than=poll)
+        js = job_state.c
+        states = conn.execute(
+            select(js.job_id, js.schedule_key, js.paused_at, js.paused_by_file, js.refused_at)
+        ).all()
+        failures = _finished(conn, ("failed", "timed_out"), r.finished_at)
+        missed = _finished(conn, ("skipped",), r.scheduled_for)
+    eligible = set().union(*(label_keys(p.labels) for p in alive)) if alive else set()
+    without = sum(g.count for g in groups if g.labels_key not in eligible)
+    active = (
+        (s.job_id, s.schedule_key)
+        for s in states
+        if s.paused_at is None and not s.paused_by_file and s.refused_at is None
+    )
+    fires = (
+        NextFire(job_id, key.rsplit("|", 2)[1], at)
+        for job_id, key in active
+        if (at := schedules.next_after(key, now)) is not None
+    )
+    running.sort(key=lambda run: (run.started_at or now, run.job_id))
+    return Frame(
+        now=now,
+        lease=lease,
+        processes=processes,
+        running=running[:LIST_LIMIT],
+        running_total=sum(per_worker.values()),
+        running_by_worker=per_worker,
+        queue_depth=int(depth),
+        oldest_queued=oldest,
+        without_worker=without,
+        next_fires=heapq.nsmallest(LIST_LIMIT, fires, key=lambda f: (f.at, f.job_id)),
+        failures=failures,
+        missed=missed,
+        job_count=len(states),
+        skew=registry.version_skew(processes),
+    )
+
+
+def _finished(conn: Connection, states: tuple[str, ...], newest: Any) -> list[FinishedRun]:
+    r = job_runs.c
+    rows = conn.execute(
+        select(r.job_id, r.scheduled_for, r.state, r.finished_at, r.exit_status, r.reason_detail, r.error)
+        .where(r.state.in_(states))
+        .order_by(newest.desc())
+        .limit(LIST_LIMIT)
+    )
+    return [
+        FinishedRun(
+            row.job_id,
+            row.scheduled_for,
+            row.state,
+            row.finished_at,
+            row.exit_status,
+            row.reason_detail or row.error or row.state,
+        )
+        for row in rows
+    ]
+
+
+def age(since: datetime | None, now: datetime) -> timedelta | None:
+    return None if since is None else max(timedelta(0), now - since)
