@@ -27,7 +27,7 @@ from typing import Any
 
 from schedctl import lease, planner
 from schedctl.clock import Clock
-from schedctl.errors import ConfigError, NotLeader, StoreError
+from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreError
 from schedctl.job import Job
 from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
@@ -119,6 +119,8 @@ class Scheduler:
                 self._refresh_held()
             if self._plan is not None:
                 self._dispatch_due()
+        except LeaseTooShort:
+            self._next_renew = self.clock.monotonic()  # rolled back, still ours: renew, then write again
         except NotLeader as exc:
             self._lost(f"a write was fenced off: {exc}")
         except StoreError as exc:
@@ -134,7 +136,9 @@ class Scheduler:
         return db_at + timedelta(seconds=self.clock.monotonic() - mono_at)
 
     def _margin(self) -> float:
-        return min(1.0, 0.1 * self.settings.lease_duration)
+        # Plus the commit bound: a dispatch begun later could not commit before the lease ends, and
+        # lease.fence_commit would roll it back.
+        return min(1.0, 0.1 * self.settings.lease_duration) + self.store.bounds.commit_margin
 
     def _safe(self) -> bool:
         """Leading, and sure by our own clock that the lease has not expired yet."""
