@@ -200,6 +200,20 @@ def _configure_mysql_session(engine: Engine, bounds: Bounds) -> None:
     """The server-side bounds, once per new connection; then the URL's ``init_command`` again, so it wins."""
     theirs = engine.url.query.get("init_command")
 
+    @event.listens_for(engine, "do_connect")
+    def _do_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        # PyMySQL bounds its connect() with connect_timeout but reads the handshake under read_timeout,
+        # so a listener that accepts and says nothing held `schedctl leases` for minutes. The handshake
+        # gets the connect bound; replies after it get read_timeout again (PyMySQL re-applies
+        # _read_timeout to the socket before each read).
+        read = cparams.get("read_timeout")
+        connect = cparams.get("connect_timeout") or bounds.connect
+        cparams = {**cparams, "read_timeout": min(read, connect) if read else connect}
+        connection = dialect.loaded_dbapi.connect(*cargs, **cparams)
+        if hasattr(connection, "_read_timeout"):
+            connection._read_timeout = read
+        return connection
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, record: Any) -> None:
         mariadb = "mariadb" in dbapi_connection.get_server_info().lower()
