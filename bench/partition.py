@@ -130,6 +130,56 @@ class Processes:
             link.close()
 
 
+class PrivateMariaDB:
+    """A throwaway MariaDB server (mariadb-install-db into a temporary folder, its own port), removed at the end."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.data = root, root / "data"
+        self.port = chaos.free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        user = ["--user=mysql"] if os.geteuid() == 0 else []
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "mysql", "mysql")
+        subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={self.data}", *user, "--skip-test-db"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        args = ["mariadbd", "--no-defaults", f"--datadir={self.data}", *user, f"--port={self.port}"]
+        args += ["--bind-address=127.0.0.1", f"--socket={self.root / 'sock'}", "--skip-log-bin"]
+        with open(self.root / "server.log", "ab") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                chaos.socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        subprocess.run(
+            ["mariadb", "-h127.0.0.1", f"-P{self.port}", "-uroot", "-e", "CREATE DATABASE chaos"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    @property
+    def url(self) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/chaos"
+
+
 def write_jobs(path: Path) -> None:
     import tomli_w
 
@@ -331,6 +381,15 @@ def check(
                 bad.append(f"{f.kind}: term {f.term} wrote {len(late)} runs after it was cut off")
             if lost != 1:
                 bad.append(f"{f.kind}: {f.target} logged lost_lease {lost} times, not once")
+        elif f.kind == "worker_mid_run":
+            lost = _events(procs.logs[f.target], "run_lost", f.cut_at, f.healed_at + STALE + 5)
+            others = [log for name, log in procs.logs.items() if name.startswith("w") and name != f.target]
+            taken = sum(_events(log, "run_taken_over", f.cut_at, f.healed_at + 5) for log in others)
+            line += f": its runs taken over {taken}, run_lost logged by it {lost}"
+        else:
+            changes = len([t for t in terms if f.cut_at <= _utc(t.acquired_at).timestamp() <= f.healed_at])
+            lost = _events(procs.logs[f.target], "lost_lease", f.cut_at, f.healed_at)
+            line += f": new terms during it {changes}, lost_lease logged by {f.target} {lost}"
         print(line)
     for name, path in procs.logs.items():
         text = path.read_text(errors="replace") if path.exists() else ""
@@ -358,6 +417,7 @@ def _events(log: Path, event: str, since: float, until: float) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", help="an EMPTY database to run on (default: a private PostgreSQL)")
+    parser.add_argument("--private-mariadb", action="store_true", help="start a throwaway MariaDB instead")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--partition", type=float, default=25.0, help="seconds each fault lasts")
     parser.add_argument("--lease", type=float, default=6.0)
@@ -376,11 +436,17 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="schedctl-partition-"))
     root.chmod(0o755)
     pg = None
+    maria: PrivateMariaDB | None = None
     procs: Processes | None = None
     bad: list[str] = []
     try:
         if args.db:
             db_url = args.db
+        elif args.private_mariadb:
+            maria = PrivateMariaDB(root / "mariadb")
+            maria.root.mkdir()
+            maria.start()
+            db_url = maria.url
         else:
             pg = chaos.PrivatePostgres(root / "pg")
             pg.root.mkdir()
@@ -440,6 +506,8 @@ def main() -> int:
     finally:
         if procs is not None:
             procs.kill_all()
+        if maria is not None:
+            maria.stop()
         if pg is not None and pg.data.exists():
             try:
                 pg.pg_ctl("stop")
