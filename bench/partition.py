@@ -143,7 +143,8 @@ class PrivateMariaDB:
         if os.geteuid() == 0:
             shutil.chown(self.root, "mysql", "mysql")
         subprocess.run(
-            ["mariadb-install-db", "--no-defaults", f"--datadir={self.data}", *user, "--skip-test-db"],
+            ["mariadb-install-db", "--no-defaults", f"--datadir={self.data}", *user, "--skip-test-db"]
+            + ["--auth-root-authentication-method=normal"],
             check=True,
             capture_output=True,
             timeout=120,
@@ -499,7 +500,7 @@ def main() -> int:
         codes = procs.stop_all(timeout=20)
         bad += check(store.engine, faults, procs, codes, args.lease, args.renew)
         store.dispose()
-    except RuntimeError as exc:
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
         bad.append(f"harness: {exc}")
     except KeyboardInterrupt:
         bad.append("harness: interrupted")

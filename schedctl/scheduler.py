@@ -27,7 +27,7 @@ from typing import Any
 
 from schedctl import lease, planner
 from schedctl.clock import Clock
-from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreError
+from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreConflict, StoreError
 from schedctl.job import Job
 from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
@@ -168,6 +168,13 @@ class Scheduler:
         started = self.clock.monotonic()
         try:
             result = lease.acquire_or_renew(self.store, s.lease_name, s.identity, s.lease_duration)
+        except StoreConflict as exc:
+            # The row's lock was not granted within the bounded wait: a cut-off session holds it until the
+            # server ends it. Not an outage, and a holder keeps its term while _safe() says so: try again soon.
+            metrics.LEASE_RENEWAL_FAILURES.inc()
+            log.info("lease row busy, retrying: %s", exc, extra={"event": "lease_busy"})
+            self._next_renew = self.clock.monotonic() + BACKOFF_MIN
+            return False
         except StoreError as exc:
             metrics.LEASE_RENEWAL_FAILURES.inc()
             self._database_down(exc)
