@@ -347,12 +347,14 @@ def check(
         end = earlier.ended_at or earlier.expires_at
         if _utc(later.acquired_at) < _utc(end):
             bad.append(f"terms {earlier.term} and {later.term} overlap ({end} > {later.acquired_at})")
+    after_expiry: Counter[str] = Counter()
     for label, rows in (("written", audit), ("committed", commits)):
         for job_id, tick, term, at in rows:
             t = by_term.get(term)
             if t is None:
                 bad.append(f"run {job_id} {tick} {label} by term {term}, which the history does not record")
             elif _utc(at) >= _utc(t.expires_at):
+                after_expiry[label] += 1
                 bad.append(
                     f"run {job_id} {tick} {label} by term {term} at {at}, after it expired at {t.expires_at}"
                 )
@@ -399,7 +401,11 @@ def check(
     bad_exit = {n: c for n, c in codes.items() if c != 0}
     if bad_exit:
         bad.append(f"processes that did not exit 0 on SIGTERM: {bad_exit}")
-    print(f"terms {len(terms)}, run rows by the leaders {len(audit)}, double claims {len(doubled)}")
+    print(
+        f"terms {len(terms)}, run rows by the leaders {len(audit)}, written after their term expired "
+        f"{after_expiry['written']}, committed after it expired "
+        f"{after_expiry['committed'] if commits else 'n/a (no commit timestamps)'}, double claims {len(doubled)}"
+    )
     return bad
 
 

@@ -4,7 +4,9 @@ The long run (`python bench/chaos.py --duration 180 --seed N`) is documented in 
 runs on every CI build with a fixed seed, so a failure replays with the same command. PostgreSQL is a private
 server the harness starts (initdb as the `postgres` user when run as root) so it can restart the database;
 SQLite runs on a private file and MariaDB/MySQL on a private database of $SCHEDCTL_TEST_MYSQL_URL's server,
-both without the database-restart fault.
+both without the database-restart fault. The partition runs (`bench/partition.py`) cut a leader's link
+silently inside its fence, its renewal, or at an idle moment (one kind per database here; all five kinds,
+25 s each, in the long run).
 """
 
 from __future__ import annotations
