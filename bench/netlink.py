@@ -1,7 +1,7 @@
 """A TCP link the harness controls: it forwards between a process and its database, and on demand stops
 forwarding without closing anything (a silent partition: no data, no FIN, no RST), or delays every chunk.
 
-Only 127.0.0.1 is used. A freeze can be armed to fall right after a given statement has been forwarded to the
+Only 127.0.0.1 and namespaces the harness creates (``Namespace``, prefixed with the run's name) are used. A freeze can be armed to fall right after a given statement has been forwarded to the
 server, so the server runs it and then hears nothing more: the leader is cut off *inside* its renewal or its
 fence, holding the row lock. Statements are recognised by their SQL text; psycopg prepares a statement it
 has run five times and then sends only its name (``_pg3_N``), so the link learns those names from the Parse
@@ -10,8 +10,10 @@ messages it forwards and recognises the Bind messages that use them.
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -24,13 +26,14 @@ FENCE = (b"FROM scheduler_lease", b"FOR SHARE", b"LOCK IN SHARE MODE")
 
 
 class Link:
-    """One listening port on 127.0.0.1 forwarding every connection to ``target``."""
+    """One listening port (on 127.0.0.1, or a namespace's host end) forwarding every connection to ``target``."""
 
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
+        self.listen_host = listen_host
         self._listener = socket.socket()
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
+        self._listener.bind((listen_host, 0))
         self._listener.listen(64)
         self._listener.settimeout(0.2)
         self.port = int(self._listener.getsockname()[1])
@@ -145,3 +148,70 @@ class Link:
                 self._names.add(named.group(1))
             return True
         return any(b"\x00" + name + b"\x00" in data for name in self._names)
+
+
+class Namespace:
+    """A network namespace joined to this host by a veth pair, with ``tc netem`` on both ends.
+
+    The process runs inside (``prefix`` its command line); its database link listens on the host end's
+    address. Packet loss and delay apply to real packets there, each way. ``delete`` removes the namespace
+    and the pair (the kernel drops the qdiscs with them); it never fails.
+    """
+
+    def __init__(self, name: str, host_if: str, subnet: str) -> None:
+        self.name, self.host_if, self.ns_if = name, host_if, host_if + "n"
+        self.host_ip, self.ns_ip = f"{subnet}.1", f"{subnet}.2"
+        self._ip("netns", "add", name)
+        try:
+            self._ip("link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
+            self._ip("link", "set", self.ns_if, "netns", name)
+            self._ip("addr", "add", f"{self.host_ip}/24", "dev", self.host_if)
+            self._ip("link", "set", self.host_if, "up")
+            for args in (
+                ("addr", "add", f"{self.ns_ip}/24", "dev", self.ns_if),
+                ("link", "set", self.ns_if, "up"),
+            ):
+                self._ip("netns", "exec", name, "ip", *args)
+            self._ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
+        except Exception:
+            self.delete()
+            raise
+
+    @property
+    def prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.name]
+
+    def netem(self, *spec: str) -> None:
+        """``netem("loss", "20%")``, ``netem("delay", "1s")``, ``netem("loss", "100%")``: both directions."""
+        self._run("tc", "qdisc", "replace", "dev", self.host_if, "root", "netem", *spec)
+        self._run(*self.prefix, "tc", "qdisc", "replace", "dev", self.ns_if, "root", "netem", *spec)
+
+    def clear(self) -> None:
+        subprocess.run(["tc", "qdisc", "del", "dev", self.host_if, "root"], capture_output=True, timeout=10)
+        subprocess.run(
+            [*self.prefix, "tc", "qdisc", "del", "dev", self.ns_if, "root"], capture_output=True, timeout=10
+        )
+
+    def delete(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
+        subprocess.run(["ip", "link", "del", self.host_if], capture_output=True, timeout=10)
+
+    @staticmethod
+    def _ip(*args: str) -> None:
+        Namespace._run("ip", *args)
+
+    @staticmethod
+    def _run(*args: str) -> None:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=10)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)}: {done.stderr.strip()}")
+
+
+def free_subnet() -> str:
+    """A 10.215.N /24 no route on this host uses yet."""
+    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, timeout=10).stdout
+    for n in range(os.getpid() % 200, os.getpid() % 200 + 250):
+        subnet = f"10.215.{n % 250 + 1}"
+        if f"{subnet}." not in routes:
+            return subnet
+    raise RuntimeError("no free 10.215.N.0/24 subnet for a namespace")

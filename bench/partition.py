@@ -13,7 +13,11 @@ instants come from an audit trigger). The fault kinds, in a seeded order:
 - leader_mid_renewal: right after its lease UPDATE reached the server (it holds the row lock, uncommitted);
 - leader_mid_fence: right after its fence (SELECT ... FOR SHARE) reached the server, inside a dispatch;
 - worker_mid_run: a worker running a job is cut off for longer than the stale window;
-- slow_link: the leader's link delays every chunk by a second each way.
+- slow_link: the leader's link delays every chunk by a second each way;
+- with --netns every process runs in its own network namespace (veth pair to this host, names prefixed
+  ``i15-``), which adds netem_partition (``tc netem loss 100%`` on the leader's pair, both ways: real packets
+  dropped, TCP retransmitting into the void) and packet_loss (30 % each way); namespaces and qdiscs are
+  removed at the end, whatever happened.
 
 Checks: after every leader partition a newer term dispatches within lease + renew + 3 s; no run row is
 written (or, on PostgreSQL, committed) by a term after that term's expiry by the database's clock, nor
@@ -43,9 +47,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import chaos  # noqa: E402
-from netlink import FENCE, RENEWAL, Link  # noqa: E402
+from netlink import FENCE, RENEWAL, Link, Namespace, free_subnet  # noqa: E402
 
 KINDS = ("leader_idle", "leader_mid_renewal", "leader_mid_fence", "worker_mid_run", "slow_link")
+NETNS_KINDS = ("netem_partition", "packet_loss")  # real packets dropped, in a namespace (--netns)
 HEARTBEAT = 1.0
 STALE = 6.0
 
@@ -60,9 +65,11 @@ class Fault:
 
 
 class Processes:
-    def __init__(self, root: Path, db_url: str, jobs: Path, lease: float, renew: float) -> None:
+    def __init__(self, root: Path, db_url: str, jobs: Path, lease: float, renew: float, netns: bool) -> None:
         from sqlalchemy import make_url
 
+        self.netns = netns
+        self.namespaces: dict[str, Namespace] = {}
         self.root, self.jobs, self.lease, self.renew = root, jobs, lease, renew
         self.url = make_url(db_url)
         self.links: dict[str, Link] = {}
@@ -70,14 +77,20 @@ class Processes:
         self.logs: dict[str, Path] = {}
 
     def start(self, name: str) -> None:
-        link = Link(
-            self.url.host or "127.0.0.1",
-            self.url.port or (5432 if "postgres" in self.url.drivername else 3306),
-        )
+        prefix: list[str] = []
+        listen = "127.0.0.1"
+        if self.netns:
+            # Names carry the branch and this run's pid, so parallel runs never meet.
+            ns = Namespace(f"i15-{os.getpid()}-{name}", f"i15{os.getpid() % 100000}{name}", free_subnet())
+            self.namespaces[name] = ns
+            prefix, listen = ns.prefix, ns.host_ip
+        port = self.url.port or (5432 if "postgres" in self.url.drivername else 3306)
+        link = Link(self.url.host or "127.0.0.1", port, listen_host=listen)
         self.links[name] = link
-        url = self.url.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
+        url = self.url.set(host=listen, port=link.port).render_as_string(hide_password=False)
         role = "scheduler" if name.startswith("s") else "worker"
         args = [
+            *prefix,
             sys.executable,
             "-m",
             "schedctl",
@@ -128,6 +141,8 @@ class Processes:
                 proc.wait(5)
         for link in self.links.values():
             link.close()
+        for ns in self.namespaces.values():
+            ns.delete()
 
 
 class PrivateMariaDB:
@@ -284,6 +299,13 @@ def inject(kind: str, procs: Processes, engine: Any, partition: float, rng: rand
             link.delay = 1.0
             fault = Fault(kind, name, term, time.time())
             time.sleep(partition)
+        elif kind in NETNS_KINDS:
+            ns = procs.namespaces[name]
+            time.sleep(rng.uniform(0, procs.renew))
+            ns.netem("loss", "100%" if kind == "netem_partition" else "30%")
+            fault = Fault(kind, name, term, time.time())
+            time.sleep(partition)
+            ns.clear()
         else:
             if kind == "leader_idle":
                 time.sleep(rng.uniform(0, procs.renew))
@@ -368,7 +390,7 @@ def check(
     print("\nper fault:")
     for f in faults:
         line = f"  {f.kind:19} {f.target}"
-        if f.term is not None and f.kind != "slow_link":
+        if f.term is not None and f.kind not in ("slow_link", "packet_loss"):
             newer = [
                 _utc(r[3]).timestamp() for r in audit if r[2] > f.term and _utc(r[3]).timestamp() >= f.cut_at
             ]
@@ -431,9 +453,16 @@ def main() -> int:
     parser.add_argument("--renew", type=float, default=2.0)
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated, from: " + ", ".join(KINDS))
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="each process in its own network namespace; adds " + ", ".join(NETNS_KINDS),
+    )
     args = parser.parse_args()
     kinds = [k for k in args.kinds.split(",") if k]
-    unknown = set(kinds) - set(KINDS)
+    if args.netns and args.kinds == parser.get_default("kinds"):
+        kinds += NETNS_KINDS
+    unknown = set(kinds) - set(KINDS) - (set(NETNS_KINDS) if args.netns else set())
     if unknown:
         parser.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     rng = random.Random(args.seed)
@@ -488,7 +517,7 @@ def main() -> int:
             f"partition: seed {args.seed}, kinds {', '.join(kinds)}, {args.partition:g}s each, lease {args.lease:g}s / renew {args.renew:g}s, database {safe_url(db_url)}, folder {root}",
             flush=True,
         )
-        procs = Processes(root, db_url, jobs, args.lease, args.renew)
+        procs = Processes(root, db_url, jobs, args.lease, args.renew, args.netns)
         for name in ("s1", "s2", "s3", "w1", "w2"):
             procs.start(name)
         if not wait_for(lambda: leader(store.engine), 30):
