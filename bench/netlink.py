@@ -151,11 +151,11 @@ class Link:
 
 
 class Namespace:
-    """A network namespace joined to this host by a veth pair, with ``tc netem`` on both ends.
+    """A network namespace joined to this host by a veth pair.
 
     The process runs inside (``prefix`` its command line); its database link listens on the host end's
-    address. Packet loss and delay apply to real packets there, each way. ``delete`` removes the namespace
-    and the pair (the kernel drops the qdiscs with them); it never fails.
+    address. ``cut`` drops real packets both ways. (``tc netem`` would add loss and delay, but this kernel
+    has no netem qdisc.) ``delete`` removes the namespace and the pair; it never fails.
     """
 
     def __init__(self, name: str, host_if: str, subnet: str) -> None:
@@ -181,16 +181,14 @@ class Namespace:
     def prefix(self) -> list[str]:
         return ["ip", "netns", "exec", self.name]
 
-    def netem(self, *spec: str) -> None:
-        """``netem("loss", "20%")``, ``netem("delay", "1s")``, ``netem("loss", "100%")``: both directions."""
-        self._run("tc", "qdisc", "replace", "dev", self.host_if, "root", "netem", *spec)
-        self._run(*self.prefix, "tc", "qdisc", "replace", "dev", self.ns_if, "root", "netem", *spec)
+    def cut(self) -> None:
+        """Both ends of the pair down: every packet dropped, no RST, sockets left open on both sides."""
+        self._ip("link", "set", self.host_if, "down")
+        self._ip("netns", "exec", self.name, "ip", "link", "set", self.ns_if, "down")
 
-    def clear(self) -> None:
-        subprocess.run(["tc", "qdisc", "del", "dev", self.host_if, "root"], capture_output=True, timeout=10)
-        subprocess.run(
-            [*self.prefix, "tc", "qdisc", "del", "dev", self.ns_if, "root"], capture_output=True, timeout=10
-        )
+    def heal(self) -> None:
+        self._ip("link", "set", self.host_if, "up")
+        self._ip("netns", "exec", self.name, "ip", "link", "set", self.ns_if, "up")
 
     def delete(self) -> None:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
