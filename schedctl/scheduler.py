@@ -41,6 +41,13 @@ log = logging.getLogger("schedctl.scheduler")
 BACKOFF_MIN = 0.5
 
 
+def dispatch_window(lease_duration: float) -> float:
+    """Seconds after a renewal began during which a leader with this lease may start a fenced write."""
+    from schedctl.store.bounds import Bounds
+
+    return lease_duration - min(1.0, 0.1 * lease_duration) - Bounds.for_lease(lease_duration).commit_margin
+
+
 class Scheduler:
     def __init__(
         self,

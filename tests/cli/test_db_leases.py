@@ -228,3 +228,12 @@ def test_a_silent_listener_fails_with_one_line_within_15_seconds(scheme):
     assert elapsed < 15, elapsed
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach" in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_serve_refuses_a_lease_too_short_to_commit_in(capsys):
+    """Lease 2 s: the commit bound (1 s + 0.5) leaves a leader 0.3 s after each renewal to write in, less
+    than a 1 s renewal interval, so it would lead without ever dispatching."""
+    code, _, err = run(
+        capsys, "serve", "--db", "sqlite:///x.db", "--lease-duration", "2s", "--renew-interval", "1s"
+    )
+    assert code == 2 and "--renew-interval must be shorter than 0.3s for a 2s lease" in err
