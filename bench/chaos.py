@@ -14,6 +14,9 @@ what it allows; runs left unfinished; runs started before their tick; re-executi
 fault that explains it (a worker fault on the worker that ran the earlier attempt, or a database restart);
 takeovers, likewise; hand-backs and whether the next attempt resumed exactly from the checkpoint; time to a
 new leader after each leader fault; warning/error events by kind; logs with a traceback.
+
+Network faults (silent partitions with no RST, a slow link) are in ``bench/partition.py``, which reuses this
+module's private PostgreSQL and checks and puts each process behind a link it can cut (``bench/netlink.py``).
 """
 
 from __future__ import annotations

@@ -95,6 +95,11 @@ class NotLeader(StoreError):
     """This process no longer holds the scheduler lease; the write was fenced off."""
 
 
+class LeaseTooShort(NotLeader):
+    """Still the holder, but with too little lease left to be sure of committing before it expires: the
+    write was rolled back; renew, then write again."""
+
+
 class RunNotFound(SchedctlError):
     """No such run."""
 

@@ -9,6 +9,10 @@ a replica whose clock is minutes off elects and fences exactly like the others.
 released); it is the fencing token. ``fence()`` is called first inside every dispatch transaction: it holds
 a shared lock on the lease row until that transaction ends, so a takeover (an UPDATE of that row) waits
 for the dispatch to commit, and a stale leader's dispatch is refused before it writes anything.
+``fence_commit()`` is the last statement before COMMIT: it refuses unless the lease outlives it by the
+commit bound, and the server ends a transaction whose COMMIT comes later than that bound (the session's
+idle-in-transaction timeout, ``store.bounds``), so nothing written under a term commits after the term
+expired by the database's clock. docs/guarantees.md has the whole argument.
 """
 
 from __future__ import annotations
@@ -19,12 +23,12 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import and_, case, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.errors import NotLeader, StoreConflict, UsageError
+from schedctl.errors import LeaseTooShort, NotLeader, StoreConflict, UsageError
 from schedctl.store import Store
-from schedctl.store.dialect import db_now, insert_ignore, now_plus
+from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, now_plus
 from schedctl.store.schema import lease_terms, scheduler_lease
 
 log = logging.getLogger("schedctl.lease")
@@ -132,6 +136,7 @@ def _acquire_or_renew(store: Store, name: str, identity: str, duration: float) -
             return LeaseResult(False, row.term, False, row.expires_at, row.now, holder=row.holder)
         if _record_renewal(conn, name, identity, row):
             return LeaseResult(True, row.term, False, row.expires_at, row.now, holder=identity)
+        row = _stamp_new_term(conn, name, duration)
         previous = _start_term(conn, name, identity, row)
     log.info(
         "acquired lease %s, term %s",
@@ -199,6 +204,22 @@ def fence(conn: Connection, name: str, identity: str, term: int) -> None:
         )
     if row.expires_at <= row.now:
         raise NotLeader(f"lease {name!r} term {term} lapsed at {row.expires_at.isoformat()}")
+
+
+def fence_commit(conn: Connection, name: str, identity: str, term: int, margin: float) -> None:
+    """The last statement of a fenced transaction: the lease must outlive this instant by ``margin``.
+
+    ``margin`` is the store's commit bound: the server aborts this transaction if its COMMIT arrives
+    later than that after this statement, so a commit can only happen while the term is still live.
+    The row lock taken by ``fence()`` is already ours, so this statement waits for nothing.
+    """
+    lease = scheduler_lease.c
+    query = select(lease.term, (lease.expires_at > db_now_plus(literal(float(margin)))).label("long_enough"))
+    row = conn.execute(query.where(lease.name == name, lease.holder == identity, lease.term == term)).first()
+    if row is None:
+        raise NotLeader(f"lease {name!r} term {term} is no longer held by {identity}")
+    if not row.long_enough:
+        raise LeaseTooShort(f"lease {name!r} term {term} expires within the commit bound of {margin:g} s")
 
 
 def current(store: Store, name: str = DEFAULT_NAME) -> LeaseState | None:
@@ -310,6 +331,22 @@ def _take(conn: Connection, name: str, identity: str, duration: float) -> bool:
         expires_at=now_plus(duration),
     )
     return insert_ignore(conn, scheduler_lease, [row]) == 1
+
+
+def _stamp_new_term(conn: Connection, name: str, duration: float) -> Any:
+    """Date a new term from now, when this transaction holds the row, and return the row as it now is.
+
+    The take-over's UPDATE computed its instants before it may have waited for the row (MySQL's clock is
+    the statement's start; PostgreSQL's new row is built before the lock wait): a history that starts the
+    term then would claim a hand-over that never happened. Row-locked by that UPDATE, this cannot wait.
+    """
+    lease = scheduler_lease.c
+    conn.execute(
+        update(scheduler_lease)
+        .where(lease.name == name)
+        .values(acquired_at=db_now(), renewed_at=db_now(), expires_at=now_plus(duration))
+    )
+    return conn.execute(_lease_query(name, full=True)).one()
 
 
 def _record_renewal(conn: Connection, name: str, identity: str, row: Any) -> bool:

@@ -27,7 +27,7 @@ from typing import Any
 
 from schedctl import lease, planner
 from schedctl.clock import Clock
-from schedctl.errors import ConfigError, NotLeader, StoreError
+from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreConflict, StoreError
 from schedctl.job import Job
 from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
@@ -39,6 +39,13 @@ from schedctl.store.dispatch import Fence, JobState, StateChange
 log = logging.getLogger("schedctl.scheduler")
 
 BACKOFF_MIN = 0.5
+
+
+def dispatch_window(lease_duration: float) -> float:
+    """Seconds after a renewal began during which a leader with this lease may start a fenced write."""
+    from schedctl.store.bounds import Bounds
+
+    return lease_duration - min(1.0, 0.1 * lease_duration) - Bounds.for_lease(lease_duration).commit_margin
 
 
 class Scheduler:
@@ -120,6 +127,8 @@ class Scheduler:
                 self._refresh_held()
             if self._plan is not None:
                 self._dispatch_due()
+        except LeaseTooShort:
+            self._next_renew = self.clock.monotonic()  # rolled back, still ours: renew, then write again
         except NotLeader as exc:
             self._lost(f"a write was fenced off: {exc}")
         except StoreError as exc:
@@ -135,7 +144,9 @@ class Scheduler:
         return db_at + timedelta(seconds=self.clock.monotonic() - mono_at)
 
     def _margin(self) -> float:
-        return min(1.0, 0.1 * self.settings.lease_duration)
+        # Plus the commit bound: a dispatch begun later could not commit before the lease ends, and
+        # lease.fence_commit would roll it back.
+        return min(1.0, 0.1 * self.settings.lease_duration) + self.store.bounds.commit_margin
 
     def _safe(self) -> bool:
         """Leading, and sure by our own clock that the lease has not expired yet."""
@@ -165,6 +176,13 @@ class Scheduler:
         started = self.clock.monotonic()
         try:
             result = lease.acquire_or_renew(self.store, s.lease_name, s.identity, s.lease_duration)
+        except StoreConflict as exc:
+            # The row's lock was not granted within the bounded wait: a cut-off session holds it until the
+            # server ends it. Not an outage, and a holder keeps its term while _safe() says so: try again soon.
+            metrics.LEASE_RENEWAL_FAILURES.inc()
+            log.info("lease row busy, retrying: %s", exc, extra={"event": "lease_busy"})
+            self._next_renew = self.clock.monotonic() + BACKOFF_MIN
+            return False
         except StoreError as exc:
             metrics.LEASE_RENEWAL_FAILURES.inc()
             self._database_down(exc)

@@ -75,6 +75,7 @@ class _Signals:
 def serve(config: ServeConfig) -> int:
     """Run the configured roles until a signal stops them; returns the process exit status."""
     from schedctl.store import open_store
+    from schedctl.store.bounds import Bounds
 
     signals = _Signals()
     signals.install()
@@ -89,7 +90,8 @@ def serve(config: ServeConfig) -> int:
         if runs_worker:
             warn_job_users(jobs, config.worker.run_as_job_user)
 
-    store = open_store(config.db_url)
+    # Server-side timeouts follow the lease, so a stuck session's locks are gone before a take-over is due.
+    store = open_store(config.db_url, bounds=Bounds.for_lease(config.scheduler.lease_duration))
     log.info(
         "schedctl serve starting: role %s, identity %s, %d jobs",
         config.role,

@@ -169,6 +169,15 @@ def _config(opts: dict[str, Any]) -> Any:
 
     if opts["renew_interval"] >= opts["lease_duration"]:
         raise UsageError("--renew-interval must be shorter than --lease-duration")
+    from schedctl.scheduler import dispatch_window
+
+    window = dispatch_window(opts["lease_duration"])
+    if opts["renew_interval"] >= window:
+        # A leader dispatches only while it could still commit before its lease ends (the commit bound).
+        raise UsageError(
+            f"--renew-interval must be shorter than {window:g}s for a {opts['lease_duration']:g}s lease: a "
+            "leader writes only while its lease outlasts the database's commit bound (docs/guarantees.md)"
+        )
     identity = opts["identity"] or default_identity()
     return ServeConfig(
         role=Role(opts["role"]),

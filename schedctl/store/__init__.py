@@ -22,6 +22,13 @@ from sqlalchemy.exc import (
 )
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
+from schedctl.store.bounds import (
+    Bounds,
+    idle_ping_after,
+    mysql_connect_args,
+    mysql_session_sql,
+    postgres_connect_args,
+)
 
 DEFAULT_URL = "sqlite:///schedctl.db"
 READ_ONLY = "schedctl_read_only"  # execution option: a SQLite transaction that starts deferred (Store.read)
@@ -88,6 +95,7 @@ class Store:
         self.dialect = engine.dialect.name  # "sqlite" | "postgresql" | "mysql" (MariaDB reports "mysql")
         # The database file on SQLite; None in memory and on the other backends.
         self.sqlite_file = _sqlite_file(engine.url)
+        self.bounds = Bounds.for_lease()  # what the sessions were told; open_store sets the real ones
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
@@ -160,10 +168,11 @@ def _is_connect_error(exc: Exception) -> bool:
 
 
 def _is_conflict(exc: Exception) -> bool:
-    # MySQL 1213 "Deadlock found", 1205 lock wait timeout; PostgreSQL 40P01 deadlock, 40001 serialization.
+    # MySQL 1213 "Deadlock found", 1205 lock wait timeout; PostgreSQL 40P01 deadlock, 40001 serialization,
+    # 55P03 lock_timeout: all mean "try again", and a bounded lock wait must read as one, not as an outage.
     orig = getattr(exc, "orig", None)
     code = getattr(orig, "sqlstate", None) or (getattr(orig, "args", None) or [None])[0]
-    return code in (1213, 1205, "40P01", "40001") or "deadlock" in str(orig or exc).lower()
+    return code in (1213, 1205, "40P01", "40001", "55P03") or "deadlock" in str(orig or exc).lower()
 
 
 def _first_line(exc: Exception) -> str:
@@ -171,18 +180,23 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
-    """An engine for ``url``. Does not connect yet, so it never fails for an unreachable server."""
+def open_store(url: str | URL = DEFAULT_URL, bounds: Bounds | None = None, **engine_kwargs: Any) -> Store:
+    """An engine for ``url``. Does not connect yet, so it never fails for an unreachable server.
+
+    ``bounds`` (default: those of the default lease) limit every operation on both ends; ``serve`` passes
+    the ones derived from its lease settings. Options in the URL win over them.
+    """
     parsed = parse_url(url)
     backend = parsed.get_backend_name()
+    bounds = bounds or Bounds.for_lease()
     kwargs: dict[str, Any] = {}
     if backend == "sqlite":
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
     elif backend in ("mysql", "mariadb"):
         kwargs["isolation_level"] = "READ COMMITTED"
-        kwargs["connect_args"] = {"connect_timeout": 5}
+        kwargs["connect_args"] = mysql_connect_args(bounds, parsed)
     elif backend == "postgresql":
-        kwargs["connect_args"] = {"connect_timeout": 5}
+        kwargs["connect_args"] = postgres_connect_args(bounds, parsed)
     kwargs.update(engine_kwargs)
     try:
         engine = create_engine(parsed, **kwargs)
@@ -197,8 +211,40 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
     if backend == "sqlite":
         _configure_sqlite(engine)
     else:
+        if backend in ("mysql", "mariadb"):
+            _configure_mysql_session(engine, bounds)
         _ping_when_idle(engine)
-    return Store(engine)
+    store = Store(engine)
+    store.bounds = bounds
+    return store
+
+
+def _configure_mysql_session(engine: Engine, bounds: Bounds) -> None:
+    """The server-side bounds, once per new connection; then the URL's ``init_command`` again, so it wins."""
+    theirs = engine.url.query.get("init_command")
+
+    @event.listens_for(engine, "do_connect")
+    def _do_connect(dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        # PyMySQL bounds its connect() with connect_timeout but reads the handshake under read_timeout,
+        # so a listener that accepts and says nothing held `schedctl leases` for minutes. The handshake
+        # gets the connect bound; replies after it get read_timeout again (PyMySQL re-applies
+        # _read_timeout to the socket before each read).
+        read = cparams.get("read_timeout")
+        connect = cparams.get("connect_timeout") or bounds.connect
+        cparams = {**cparams, "read_timeout": min(read, connect) if read else connect}
+        connection = dialect.loaded_dbapi.connect(*cargs, **cparams)
+        if hasattr(connection, "_read_timeout"):
+            connection._read_timeout = read
+        return connection
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, record: Any) -> None:
+        mariadb = "mariadb" in dbapi_connection.get_server_info().lower()
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(mysql_session_sql(bounds, mariadb))
+            if theirs:
+                cursor.execute(theirs if isinstance(theirs, str) else theirs[-1])
+        record.info["schedctl_ping_after"] = idle_ping_after(bounds, "mysql", mariadb, IDLE_PING_AFTER)
 
 
 def _ping_when_idle(engine: Engine) -> None:
@@ -215,7 +261,9 @@ def _ping_when_idle(engine: Engine) -> None:
     @event.listens_for(engine, "checkout")
     def _checked_out(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
         since = record.info.pop("schedctl_idle_since", None)
-        if since is None or time.monotonic() - since < IDLE_PING_AFTER:
+        if since is None or time.monotonic() - since < record.info.get(
+            "schedctl_ping_after", IDLE_PING_AFTER
+        ):
             return
         try:
             alive = engine.dialect.do_ping(dbapi_connection)

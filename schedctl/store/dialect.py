@@ -198,10 +198,21 @@ def migration_lock(conn: Connection) -> Iterator[None]:
     if name == "sqlite":
         yield
         return
+    # An upgrade is not a loop's statement: it may wait for the first upgrader and rebuild an index over a
+    # big table, so the session's lock and statement bounds (store/bounds.py) are lifted for it; the
+    # connection is dropped afterwards rather than handed back to the pool without them.
     if name == "postgresql":
+        conn.exec_driver_sql(f"SET lock_timeout = '{MIGRATION_LOCK_TIMEOUT}s'")
+        conn.exec_driver_sql("SET statement_timeout = 0")
+        conn.exec_driver_sql("SET idle_in_transaction_session_timeout = 0")
         conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATION_LOCK_KEY})")
         release = f"SELECT pg_advisory_unlock({_MIGRATION_LOCK_KEY})"
     else:
+        mariadb = "mariadb" in conn.connection.driver_connection.get_server_info().lower()  # type: ignore[union-attr]
+        lifted = (
+            "max_statement_time = 0, idle_transaction_timeout = 0" if mariadb else "max_execution_time = 0"
+        )
+        conn.exec_driver_sql(f"SET SESSION innodb_lock_wait_timeout = {MIGRATION_LOCK_TIMEOUT}, {lifted}")
         got = conn.exec_driver_sql(
             f"SELECT GET_LOCK('schedctl_migration', {MIGRATION_LOCK_TIMEOUT})"
         ).scalar()
@@ -219,8 +230,10 @@ def migration_lock(conn: Connection) -> Iterator[None]:
             conn.exec_driver_sql(release)
             conn.commit()
         except Exception:
-            # A session we cannot talk to must not go back to the pool still holding the lock.
-            conn.invalidate()
+            pass
+        # A session we cannot talk to must not go back to the pool still holding the lock, nor one
+        # without its bounds.
+        conn.invalidate()
 
 
 def insert_ignore_columns(

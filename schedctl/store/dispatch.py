@@ -7,9 +7,10 @@ state after someone else leads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -114,8 +115,7 @@ def load_held(store: Store) -> dict[str, JobState]:
 def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], now: datetime) -> None:
     """First sight of jobs, schedule changes and file pause flips, with their events, in one fenced
     transaction (the caller splits thousands of them into batches, renewing the lease in between)."""
-    with store.begin() as conn:
-        _fence(conn, fence)
+    with _fenced(store, fence) as conn:
         _apply_changes(conn, changes, now)
 
 
@@ -172,8 +172,7 @@ def dispatch(
     # One look-up per tick for everything its job contributes (row values, forbid, replace): a batch of a
     # 100,000-job boundary spends its client time here, not in the database.
     statics = [_static(jobs[t.job_id]) for t in ticks]
-    with store.begin() as conn:
-        _fence(conn, fence)
+    with _fenced(store, fence) as conn:
         decided = _apply_concurrency(conn, ticks, statics)
         result = DispatchResult(
             queued=[t for t in decided if t.state is _QUEUED],
@@ -194,10 +193,16 @@ def dispatch(
     return result
 
 
-def _fence(conn: Connection, fence: Fence) -> None:
+@contextlib.contextmanager
+def _fenced(store: Store, fence: Fence) -> Iterator[Connection]:
+    """A transaction fenced at both ends: refused first if the term is not current, and checked last,
+    just before COMMIT, to have enough lease left to commit in (``lease.fence_commit``)."""
     from schedctl import lease
 
-    lease.fence(conn, fence.name, fence.identity, fence.term)
+    with store.begin() as conn:
+        lease.fence(conn, fence.name, fence.identity, fence.term)
+        yield conn
+        lease.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin)
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
@@ -358,8 +363,7 @@ def newest_ticks(ticks: Iterable[Tick]) -> dict[str, datetime]:
 
 def advance(store: Store, fence: Fence, newest: Mapping[str, datetime], now: datetime) -> None:
     """The last dispatched ticks of a pass whose claims ``dispatch(advance=False)`` already committed."""
-    with store.begin() as conn:
-        _fence(conn, fence)
+    with _fenced(store, fence) as conn:
         _advance(conn, newest, now)
 
 

@@ -199,3 +199,41 @@ def test_db_upgrade_creates_the_tables_on_every_backend(capsys, db_url):
         assert upgrade(st).before == HEAD
     finally:
         st.dispose()
+
+
+@pytest.mark.parametrize("scheme", ["mysql", "postgresql"])
+def test_a_silent_listener_fails_with_one_line_within_15_seconds(scheme):
+    """A server that accepts the connection and never speaks (a half-open link, a stuck proxy): PyMySQL's
+    connect_timeout did not cover its handshake read, and `schedctl leases` waited minutes."""
+    import socket
+    import time
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    port = listener.getsockname()[1]
+    started = time.monotonic()
+    try:
+        # The command's own bound is the 5 s connect timeout (one retry at most); 15 s is the promise.
+        done = subprocess.run(
+            [sys.executable, "-m", "schedctl", "leases", "--db", f"{scheme}://root@127.0.0.1:{port}/x"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        listener.close()
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1
+    assert elapsed < 15, elapsed
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach" in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_serve_refuses_a_lease_too_short_to_commit_in(capsys):
+    """Lease 2 s: the commit bound (1 s + 0.5) leaves a leader 0.3 s after each renewal to write in, less
+    than a 1 s renewal interval, so it would lead without ever dispatching."""
+    code, _, err = run(
+        capsys, "serve", "--db", "sqlite:///x.db", "--lease-duration", "2s", "--renew-interval", "1s"
+    )
+    assert code == 2 and "--renew-interval must be shorter than 0.3s for a 2s lease" in err

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import insert, select
 
 from schedctl import lease
-from schedctl.errors import NotLeader
+from schedctl.errors import LeaseTooShort, NotLeader
 from schedctl.job import CatchUp, Concurrency, Job, RunState
 from schedctl.planner import Tick
 from schedctl.store.dispatch import Fence, StateChange, dispatch, load_held, load_states, record_changes
@@ -76,10 +76,10 @@ def test_last_dispatched_never_moves_back(store: Any) -> None:
 
 
 def test_a_deposed_leaders_write_is_fenced_off(store: Any) -> None:
-    old = _lead(store, "old", duration=0.3)
+    old = _lead(store, "old")
     j = _job()
     _define(store, old, j)
-    time.sleep(0.5)
+    lease.acquire_or_renew(store, "cron", "old", -1)  # its last renewal: then it stops (a pause, a partition)
     new = _lead(store, "new")
     assert new.term > old.term
     with pytest.raises(NotLeader):
@@ -88,6 +88,23 @@ def test_a_deposed_leaders_write_is_fenced_off(store: Any) -> None:
         record_changes(store, old, [StateChange("k", "defined", "x")], T0)
     assert _rows(store) == []
     assert load_states(store)["j"].last_dispatched == T0  # not moved by the stale write
+
+
+def test_a_dispatch_that_could_commit_after_its_lease_ends_writes_nothing(store: Any) -> None:
+    """The closing fence: still the holder, but with less lease left than the commit bound, the dispatch is
+    rolled back whole rather than risk committing after the term expired (issue 15, V2)."""
+    fence = _lead(store)
+    j = _job()
+    _define(store, fence, j)
+    short = store.bounds.commit_margin - 1.0  # live for a second yet, inside the commit bound
+    assert lease.acquire_or_renew(store, "cron", "a", short).term == fence.term
+    with pytest.raises(LeaseTooShort):
+        dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    assert _rows(store) == []
+    assert load_states(store)["j"].last_dispatched == T0
+    lease.acquire_or_renew(store, "cron", "a", 30)  # renewed: the same write goes through
+    dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    assert len(_rows(store)) == 1
 
 
 def test_an_expired_lease_fences_its_own_holder(store: Any) -> None:
