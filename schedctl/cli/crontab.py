@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from schedctl.crontab.importer import ImportOutcome
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
+_DIALECT_HELP = (
+    "Which cron the crontabs are for: debian (Debian/Ubuntu's Vixie cron) or cronie. Default auto: debian when "
+    "/etc/os-release names Debian in ID or ID_LIKE, else cronie."
+)
 
 
 @click.command("import", context_settings=_CONTEXT)
@@ -26,6 +30,13 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
     "fmt",
     type=click.Choice(["system", "user"]),
     help="Force the crontab format (system: a user column after the schedule). Default: per file.",
+)
+@click.option(
+    "--dialect",
+    type=click.Choice(["auto", "debian", "cronie"]),
+    default="auto",
+    show_default=True,
+    help=_DIALECT_HELP,
 )
 @click.option(
     "--timezone", help="Zone of jobs with no CRON_TZ above them (an IANA name, e.g. Europe/London)."
@@ -49,6 +60,7 @@ def import_(
     paths: tuple[str, ...],
     output: str | None,
     fmt: str | None,
+    dialect: str,
     timezone: str | None,
     catch_up: str | None,
     max_catch_up: int | None,
@@ -70,11 +82,12 @@ def import_(
         paths,
         ImportOptions(timezone, catch_up, max_catch_up),
         fmt,
-        output,
-        force,
-        merge,
-        skip_invalid,
-        dry_run,
+        dialect=dialect,
+        output=output,
+        force=force,
+        merge=merge,
+        skip_invalid=skip_invalid,
+        dry_run=dry_run,
     )
     now = datetime.now(UTC)
     outcome = run_import(request, now, sys.stdin.buffer.read)
@@ -137,6 +150,17 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
         table.add_row(row.id, row.schedule, row.description, row.zone, row.policy, row.source, row.dst or "-")
     if outcome.jobs:
         console.print(table)
+    names = {"debian": "Debian's cron (Vixie cron 3.0 with Debian's patches)", "cronie": "cronie"}
+    console.print(
+        f"note: read as {names.get(outcome.dialect, outcome.dialect)} reads crontabs "
+        f"(--dialect {outcome.dialect}: {outcome.dialect_reason}).",
+        markup=False,
+    )
+    for crontab in outcome.crontabs:
+        if crontab.format_reason.startswith("every job line's sixth field"):
+            console.print(
+                f"note: {crontab.file}: read as a system crontab: {crontab.format_reason}.", markup=False
+            )
     reboots = sum(1 for d in outcome.diagnostics if "@reboot" in d.message)
     for note in summary.notes(outcome.jobs, reboots):
         console.print(f"note: {note}", markup=False)

@@ -16,16 +16,27 @@ What cron does, and so what this does:
   refuses to install such a file. A job on that line is reported as an error (it never ran under cron).
 
 Schedules are checked by ``schedctl.cron.validate_expression``, the same check the TOML loader uses.
+
+Debian's cron (Vixie cron 3.0 with Debian's patches, ``--dialect debian``) differs, and each difference follows
+what its ``crontab(1)`` (cron 3.0pl1-162, Debian 12) was seen to accept and its manual pages say:
+
+* no ``-`` prefix (a ``-`` first is "bad minute"); no ``CRON_TZ`` or ``RANDOM_DELAY`` (plain variables there);
+* ``NAME=`` with nothing after it is not a setting (``MAILTO=`` is "bad minute"); ``MAILTO=""`` is;
+* ``\\\\`` in a command is one backslash (``schedctl.crontab.percent``);
+* a system crontab's line whose user does not exist is skipped by cron (reported per line here).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from types import MappingProxyType
 
+from schedctl.crondialect import CRONIE, DEBIAN
+from schedctl.crontab.accounts import ALSO_COMMANDS, exists_here, is_known_account
 from schedctl.crontab.diagnostics import error, one_line, warning
 from schedctl.crontab.percent import split_percent
 from schedctl.errors import Diagnostic, SchedctlError
@@ -82,6 +93,7 @@ class Crontab:
     file: str
     format: str
     format_reason: str
+    dialect: str = CRONIE
     entries: list[Entry] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
@@ -97,7 +109,10 @@ class _Line:
 class _State:
     """What cron carries from line to line: the environment, and the comment block above the next job."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: str, host_account: Callable[[str], bool]) -> None:
+        self.dialect = dialect
+        self.host_account = host_account
+        self.continued_from: int | None = None  # the line above ended with a '\\' (cron has no continuation)
         self.env: dict[str, str] = {}
         self.cron_tz: str | None = None
         self.bad_tz_line: int | None = None
@@ -113,22 +128,51 @@ class _State:
 # ---------------------------------------------------------------------------------------------- entry point
 
 
-def parse_crontab(data: bytes | str, file: str, fmt: str | None = None) -> Crontab:
-    """Every job of one crontab, with a diagnostic for every line that cron would not run as written."""
+def parse_crontab(
+    data: bytes | str,
+    file: str,
+    fmt: str | None = None,
+    dialect: str = CRONIE,
+    known_account: Callable[[str], bool] = is_known_account,
+    host_account: Callable[[str], bool] = exists_here,
+) -> Crontab:
+    """Every job of one crontab, with a diagnostic for every line that cron (``dialect``'s) would not run as
+    written. ``known_account``: whether a name may be an account (the user-column guess); ``host_account``:
+    whether it is one on this host (Debian's cron skips other lines). Both injectable for tests."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
-        result = Crontab(file, fmt or USER, "")
+        result = Crontab(file, fmt or USER, "", dialect)
         result.diagnostics.append(
             error(file, None, f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab")
         )
         return result
+    if _is_binary(raw[:8192]):
+        result = Crontab(file, fmt or USER, "", dialect)
+        result.diagnostics.append(error(file, None, "not a text file"))
+        return result
     lines = _split_lines(raw)
-    chosen, reason = (fmt, "--format") if fmt else detect_format(file, lines)
-    result = Crontab(file, chosen, reason)
-    state = _State()
+    unsure = None
+    if fmt:
+        chosen, reason = fmt, "--format"
+    else:
+        chosen, reason, unsure = detect_format(file, lines, known_account)
+    result = Crontab(file, chosen, reason, dialect)
+    if unsure:
+        result.diagnostics.append(error(file, None, unsure))
+        return result
+    state = _State(dialect, host_account)
     for line in lines:
         _read_line(line, state, result)
     return result
+
+
+def _is_binary(sample: bytes) -> bool:
+    """An executable, an archive, an image: one line for the whole file rather than one per "line" of it."""
+    if sample.startswith((b"\x7fELF", b"\x1f\x8b", b"PK\x03\x04", b"\x89PNG", b"%PDF")):
+        return True
+    text = sample.decode("utf-8", "replace")
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f"))
+    return len(text) >= 16 and odd * 10 > len(text)
 
 
 def _split_lines(raw: bytes) -> list[_Line]:
@@ -157,23 +201,49 @@ def _split_lines(raw: bytes) -> list[_Line]:
 # ---------------------------------------------------------------------------------------------- format
 
 
-def detect_format(file: str, lines: list[_Line]) -> tuple[str, str]:
-    """System (a user column after the schedule) or user crontab, and why."""
+def detect_format(
+    file: str, lines: list[_Line], known_account: Callable[[str], bool] = is_known_account
+) -> tuple[str, str, str | None]:
+    """System (a user column after the schedule) or user crontab, why, and a refusal when it cannot tell.
+
+    A /etc/cron.d file copied elsewhere has no folder name to go by: it is a system crontab when every job
+    line's sixth field is an account (on this host, or one Debian packages create). When only some are, the
+    file cannot be read safely either way (a user name would end up in a command), so it is refused."""
     path = PurePath(file)
     if path.name == "crontab" and path.parent.name == "etc":
-        return SYSTEM, "/etc/crontab"
+        return SYSTEM, "/etc/crontab", None
     if path.parent.name == "cron.d":
-        return SYSTEM, "a file in cron.d"
+        return SYSTEM, "a file in cron.d", None
     for line in lines:
         if line.text.startswith("#"):
             header = _EXPORT_HEADER.search(line.text)
             if header:
-                return header.group(1), "written by schedctl export"
-    columns = [_sixth_token(line.text) for line in lines if _is_job_line(line.text)]
-    columns = [c for c in columns if c is not None]
-    if columns and all(c is not None and _ACCOUNT.match(c) for c in columns) and "root" in columns:
-        return SYSTEM, "every job line has a user column"
-    return USER, "no user column"
+                return header.group(1), "written by schedctl export", None
+    found = [(line.number, _sixth_token(line.text)) for line in lines if _is_job_line(line.text)]
+    columns = [(n, c) for n, c in found if c is not None]
+    if not columns:
+        return USER, "no user column", None
+    names = [c for _, c in columns]
+    if all(_ACCOUNT.match(c) for c in names) and "root" in names:
+        return SYSTEM, "every job line has a user column", None
+    # An account that is also a command (`mail -s ...`) is no evidence either way.
+    accounts = [
+        (n, c) for n, c in columns if _ACCOUNT.match(c) and known_account(c) and c not in ALSO_COMMANDS
+    ]
+    others = [(n, c) for n, c in columns if c not in ALSO_COMMANDS and (n, c) not in accounts]
+    if accounts and not others:
+        shown = ", ".join(sorted({c for _, c in accounts})[:3])
+        return SYSTEM, f"every job line's sixth field is an account ({shown}): a user column", None
+    if accounts:
+        number, name = accounts[0]
+        return (
+            USER,
+            "",
+            f"cannot tell whether this is a system crontab (a user column after the schedule): the sixth "
+            f"field is an account on {len(accounts)} of {len(columns)} job lines ('{name}' on line {number}); "
+            "pass --format system or --format user",
+        )
+    return USER, "no user column", None
 
 
 def _is_job_line(text: str) -> bool:
@@ -216,14 +286,59 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
             _read_comment(text[1:], state)
         return
     setting = _parse_env(text)
+    empty = _empty_setting(text) if state.dialect == DEBIAN else None
+    if empty is not None:
+        # Debian's crontab(1) rejects `MAILTO=` ("bad minute"): its load_env needs a value after the '='.
+        _report(
+            result,
+            line,
+            f"'{empty}=' with nothing after it: Debian's cron does not read this as a setting and rejects the "
+            f'line (crontab(1): bad minute); write {empty}="" for an empty value',
+        )
+        state.reset_block()
+        return
     if setting is not None:
         _read_env(line, setting, state, result)
         state.reset_block()
         return
+    before = len(result.diagnostics)
     try:
         _read_job(line, state, result)
     finally:
         state.reset_block()
+        _explain_continuation(line, state, result, before)
+
+
+def _explain_continuation(line: _Line, state: _State, result: Crontab, before: int) -> None:
+    """cron has no line continuation: a line ending in '\\' runs as it is, and the next is read on its own."""
+    above = state.continued_from
+    state.continued_from = line.number if _ends_with_backslash(line.text) else None
+    if state.continued_from is not None:
+        _report(
+            result,
+            line,
+            "ends with '\\': cron has no line continuation; it runs this line as it stands, the '\\' "
+            "included, and reads the next line on its own",
+            severity="warning",
+        )
+    if above is None:
+        return
+    for index in range(before, len(result.diagnostics)):
+        d = result.diagnostics[index]
+        if d.severity == "error" and d.line == line.number:
+            result.diagnostics[index] = error(
+                d.file,
+                d.line,
+                one_line(
+                    f"line {above} ends with '\\', but cron has no line continuation: it reads this line on "
+                    f"its own and rejects it ({d.message})"
+                ),
+            )
+
+
+def _ends_with_backslash(text: str) -> bool:
+    stripped = text.rstrip(_BLANKS)
+    return (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1
 
 
 def _read_comment(body: str, state: _State) -> None:
@@ -296,6 +411,12 @@ def _parse_env(text: str) -> tuple[str, str] | None:
     return None
 
 
+def _empty_setting(text: str) -> str | None:
+    """The name of a `NAME=` line with nothing after the '=' (Debian's cron does not read it as a setting)."""
+    match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*", text)
+    return match.group(1) if match else None
+
+
 def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Crontab) -> None:
     name, value = setting
     if not line.terminated:
@@ -312,7 +433,17 @@ def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Cron
         if name == "CRON_TZ":
             state.cron_tz, state.bad_tz_line = None, line.number
         return
-    if name == "CRON_TZ":
+    if name in CONSUMED and state.dialect == DEBIAN:
+        # Debian's cron has neither (no CRON_TZ, no RANDOM_DELAY in its entry.c/env.c): a plain variable.
+        _report(
+            result,
+            line,
+            f"{name} means nothing to Debian's cron: it stays in the jobs' env"
+            + (", and their zone comes from --timezone" if name == "CRON_TZ" else ", and no delay is added"),
+            severity="warning",
+        )
+        state.env[name] = value
+    elif name == "CRON_TZ":
         _set_cron_tz(line, value, state, result)
     elif name == "RANDOM_DELAY":
         _set_random_delay(line, value, state, result)
@@ -368,6 +499,14 @@ def _set_random_delay(line: _Line, value: str, state: _State, result: Crontab) -
 
 
 def _read_job(line: _Line, state: _State, result: Crontab) -> None:
+    if line.text.startswith("-") and state.dialect == DEBIAN:
+        _report(
+            result,
+            line,
+            "a '-' before the schedule (cronie's 'no syslog line' mark): Debian's cron rejects this line "
+            "(crontab(1): bad minute)",
+        )
+        return
     text = line.text.removeprefix("-")  # cronie: '-' first silences the syslog line; nothing else changes
     if line.bad_byte:
         _report(
@@ -377,7 +516,7 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
     if "\x00" in text:
         _report(result, line, "a NUL character: cron would cut the line there")
         return
-    parsed = _schedule_and_rest(line, text, result)
+    parsed = _schedule_and_rest(line, text, result, state.dialect)
     if parsed is None:
         return
     if line.text.startswith("-") and result.format == USER:
@@ -394,12 +533,20 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
         if split is None:
             return
         user, rest = split
+        if state.dialect == DEBIAN and not state.host_account(user):
+            _report(
+                result,
+                line,
+                f"user '{user}' does not exist on this host: Debian's cron skips this line here (imported: "
+                "it runs where the user exists)",
+                severity="warning",
+            )
     else:
         user = None
         if looks_like_field(rest):
             _report(result, line, _six_fields(rest))
             return
-    command, stdin = split_percent(rest)
+    command, stdin = split_percent(rest, state.dialect)
     command = _strip_trailing_blanks(command)
     if not command:
         _report(result, line, "a schedule with no command" + (" (the line starts with '%')" if stdin else ""))
@@ -433,7 +580,7 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
     )
 
 
-def _schedule_and_rest(line: _Line, text: str, result: Crontab) -> tuple[str, str] | None:
+def _schedule_and_rest(line: _Line, text: str, result: Crontab, dialect: str) -> tuple[str, str] | None:
     from schedctl.cron import validate_expression
 
     tokens = _tokens(text, 5)
@@ -477,7 +624,7 @@ def _schedule_and_rest(line: _Line, text: str, result: Crontab) -> tuple[str, st
         schedule, end = " ".join(t for t, _ in tokens), tokens[-1][1]
     rest = text[end:].lstrip(_BLANKS)
     try:
-        validate_expression(schedule)
+        validate_expression(schedule, dialect=dialect)
     except SchedctlError as exc:
         # `0 30 2 * * * cmd` fails as five fields; the real mistake is the sixth (seconds) one.
         _report(result, line, _six_fields(rest) if rest and looks_like_field(rest) else str(exc))

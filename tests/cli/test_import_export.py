@@ -295,7 +295,10 @@ def test_a_folder_is_read_like_cron_d(capsys, tmp_path: Path) -> None:
     code, out, err = run(capsys, "import", str(folder), "--timezone", "UTC", "--catch-up", "skip")
     assert code == 0
     assert loads_jobs(out, "out")["backup-db"].user == "root"
-    assert f"{folder / 'backup.dpkg-old'}: warning: not read: cron skips files with such names" in err
+    assert (
+        f"{folder}: warning: not read: .placeholder, backup.dpkg-old: cronie skips hidden files, editor "
+        "backups and package leftovers" in err
+    )
 
 
 def test_format_can_be_forced(capsys, tmp_path: Path) -> None:
