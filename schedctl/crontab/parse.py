@@ -278,41 +278,42 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
     text = line.text
     if not text:
         state.reset_block()
+        state.continued_from = None
         return
     if text.startswith("#"):
         if line.bad_byte:
             state.reset_block()  # cron does not mind; a description must be text
         else:
             _read_comment(text[1:], state)
-        return
-    setting = _parse_env(text)
-    empty = _empty_setting(text) if state.dialect == DEBIAN else None
-    if empty is not None:
-        # Debian's crontab(1) rejects `MAILTO=` ("bad minute"): its load_env needs a value after the '='.
-        _report(
-            result,
-            line,
-            f"'{empty}=' with nothing after it: Debian's cron does not read this as a setting and rejects the "
-            f'line (crontab(1): bad minute); write {empty}="" for an empty value',
-        )
-        state.reset_block()
-        return
-    if setting is not None:
-        _read_env(line, setting, state, result)
-        state.reset_block()
+        state.continued_from = None
         return
     before = len(result.diagnostics)
+    is_job = False
     try:
-        _read_job(line, state, result)
+        setting = _parse_env(text)
+        empty = _empty_setting(text) if state.dialect == DEBIAN else None
+        if empty is not None:
+            # Debian's crontab(1) rejects `MAILTO=` ("bad minute"): its load_env needs a value after the '='.
+            _report(
+                result,
+                line,
+                f"'{empty}=' with nothing after it: Debian's cron does not read this as a setting and rejects "
+                f'the line (crontab(1): bad minute); write {empty}="" for an empty value',
+            )
+        elif setting is not None:
+            _read_env(line, setting, state, result)
+        else:
+            is_job = True
+            _read_job(line, state, result)
     finally:
         state.reset_block()
-        _explain_continuation(line, state, result, before)
+        _explain_continuation(line, state, result, before, is_job)
 
 
-def _explain_continuation(line: _Line, state: _State, result: Crontab, before: int) -> None:
+def _explain_continuation(line: _Line, state: _State, result: Crontab, before: int, is_job: bool) -> None:
     """cron has no line continuation: a line ending in '\\' runs as it is, and the next is read on its own."""
     above = state.continued_from
-    state.continued_from = line.number if _ends_with_backslash(line.text) else None
+    state.continued_from = line.number if is_job and _ends_with_backslash(line.text) else None
     if state.continued_from is not None:
         _report(
             result,
