@@ -19,7 +19,9 @@ CRONIE = "cronie"
 AUTO = "auto"
 DIALECTS = (DEBIAN, CRONIE)
 OS_RELEASE = "/etc/os-release"
-OS_RELEASE_ENV = "SCHEDCTL_OS_RELEASE"  # another os-release file to detect from (tests; an image built elsewhere)
+OS_RELEASE_ENV = (
+    "SCHEDCTL_OS_RELEASE"  # another os-release file to detect from (tests; an image built elsewhere)
+)
 
 # Debian cron(8), "/etc/cron.d": file names "must consist solely of upper- and lower-case letters, digits,
 # underscores, and hyphens" (run-parts' rule; files with dots, such as .dpkg-dist leftovers, are never read).

@@ -29,8 +29,7 @@ what its ``crontab(1)`` (cron 3.0pl1-162, Debian 12) was seen to accept and its 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from types import MappingProxyType
