@@ -6,6 +6,10 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schedctl.mail import SmtpServer
 
 
 def default_identity() -> str:
@@ -38,3 +42,4 @@ class WorkerSettings:
     failed_history: int = 5  # like failedJobsHistoryLimit
     output_tail_bytes: int = 8192  # how much of stdout/stderr is stored on the run
     prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)
+    smtp: SmtpServer | None = None  # where run-output mail goes (`serve --smtp`); None: mail is not sent

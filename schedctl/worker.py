@@ -28,6 +28,7 @@ from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
 from schedctl.groupguard import GroupGuard
 from schedctl.hooks import Hooks
+from schedctl.mail import Mailer
 from schedctl.observability import health, metrics
 from schedctl.settings import WorkerSettings
 from schedctl.store import Store, wake
@@ -104,6 +105,7 @@ class Worker:
         self._serial = 0
         self._rejected_writes = 0
         self._hooks = Hooks(settings.run_as_job_user)
+        self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
         os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
 
@@ -567,6 +569,13 @@ class Worker:
                 o.exit_status,
                 o.output_tail,
             )
+            self._mail.after_run(
+                pending.snapshot,
+                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
+                o.state,
+                o.exit_status,
+                o.output_tail,
+            )
 
     # -- shutdown ------------------------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -671,6 +680,7 @@ class Worker:
 
     def _close(self) -> None:
         self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
+        self._mail.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
         self._drop_listener()
         if self._inbox is not None:
             self._inbox.close()

@@ -90,6 +90,13 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     "--label", "labels", multiple=True, callback=_labels, metavar="KEY=VALUE", help="Worker label (repeat)."
 )
 @click.option("--run-as-job-user", is_flag=True, help="As root, run each job as the user it names.")
+@click.option(
+    "--smtp",
+    envvar="SCHEDCTL_SMTP_URL",
+    metavar="URL",
+    help="Mail run output to each job's mailto via this server: smtp://HOST:PORT, smtps://..., "
+    "smtp+starttls://... (user@ allowed; password from SCHEDCTL_SMTP_PASSWORD).",
+)
 @click.option("--successful-history", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--failed-history", type=click.IntRange(min=0), default=5, show_default=True)
 @click.option(
@@ -129,6 +136,13 @@ def _config(opts: dict[str, Any]) -> Any:
     if opts["renew_interval"] >= opts["lease_duration"]:
         raise UsageError("--renew-interval must be shorter than --lease-duration")
     identity = opts["identity"] or default_identity()
+    smtp = None
+    if opts["smtp"]:
+        import os
+
+        from schedctl.mail import PASSWORD_ENV, parse_smtp_url
+
+        smtp = parse_smtp_url(opts["smtp"], os.environ.get(PASSWORD_ENV))
     return ServeConfig(
         role=Role(opts["role"]),
         db_url=opts["db_url"],
@@ -150,6 +164,7 @@ def _config(opts: dict[str, Any]) -> Any:
             run_as_job_user=opts["run_as_job_user"],
             successful_history=opts["successful_history"],
             failed_history=opts["failed_history"],
+            smtp=smtp,
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],
