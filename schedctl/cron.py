@@ -47,9 +47,10 @@ __all__ = [
 ]
 
 
-def validate_expression(expr: str, now: datetime | None = None, dialect: str = "cronie") -> None:
-    """Raise ScheduleError unless cron (``dialect``'s) would run ``expr`` and it fires within ten years."""
-    spec = parse_expression(expr, dialect)
+def validate_expression(expr: str, now: datetime | None = None, dialect: str | None = None) -> None:
+    """Raise ScheduleError unless cron would run ``expr`` and it fires within ten years. ``dialect``: the cron
+    a crontab line is read for (import); None for a job file (read as cronie reads it)."""
+    spec = parse_expression(expr, dialect or "cronie")
     if spec.every_day:
         return  # a time of day on every day: fires within a day
     from croniter.croniter import CroniterBadDateError  # type: ignore[import-untyped]

@@ -272,18 +272,18 @@ def _parse_macro(text: str) -> Spec:
     return parse_expression(_MACROS[macro])
 
 
-def never_message(spec: Spec, dialect: str = CRONIE) -> str:
-    # Both crons accept such a line and never run it (Debian's crontab(1) installs `0 0 30 2 *`).
+def never_message(spec: Spec, dialect: str | None = None) -> str:
+    """Why ``spec`` never fires; for a crontab line (``dialect`` given), also what its cron did with it: both
+    crons accept such a line and never run it (Debian's crontab(1) installs `0 0 30 2 *`)."""
     who = "Debian's cron" if dialect == DEBIAN else "cron"
+    did = f"{who} accepts this line and never runs it" if dialect else ""
     if not any(d <= _DAYS_IN_MONTH[m] for d in spec.doms for m in spec.months):
         days = ", ".join(str(d) for d in spec.doms)
         months = ", ".join(_month_name(m) for m in spec.months)
-        return (
-            f"never fires: day {days} does not occur in {months} ({who} accepts this line and never runs it)"
-        )
+        return f"never fires: day {days} does not occur in {months}" + (f" ({did})" if did else "")
     return (
         f"does not fire within {NEVER_YEARS} years: those days of the month never fall on those days of the week"
-        f" (cron ANDs the day fields when either starts with '*'; {who} accepts this line and never runs it)"
+        " (cron ANDs the day fields when either starts with '*'" + (f"; {did})" if did else ")")
     )
 
 
