@@ -178,26 +178,62 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
     help="crontab: a system crontab (user column) when every job has a user, else a user crontab.",
 )
 @click.option(
+    "--dialect",
+    type=click.Choice(["auto", "debian", "cronie"]),
+    default="auto",
+    show_default=True,
+    help="Which cron will read the file (auto: from /etc/os-release). debian needs --timezone.",
+)
+@click.option(
+    "--timezone",
+    help="With --dialect debian: the zone of the host that will run the file (it has no CRON_TZ).",
+)
+@click.option(
     "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."
 )
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
-def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None, force: bool) -> None:
+def export(
+    paths: tuple[str, ...],
+    jobs_path: str,
+    fmt: str,
+    dialect: str,
+    timezone: str | None,
+    output: str | None,
+    force: bool,
+) -> None:
     """Write the job set (PATHS, default --jobs) back as a crontab, for rolling a migration back.
 
-    Zones become CRON_TZ lines, jitter RANDOM_DELAY; jobs cron cannot express are written as comments and
-    reported here.
+    For cronie, zones become CRON_TZ lines and jitter RANDOM_DELAY; Debian's cron has neither, so every job
+    must be in the --timezone given. Jobs cron cannot express are written as comments and reported here.
     """
     from schedctl.config import load_jobs
+    from schedctl.crondialect import DEBIAN, resolve
     from schedctl.crontab.export import export_crontab
     from schedctl.crontab.write import write_atomic
-    from schedctl.errors import SchedctlError
+    from schedctl.errors import SchedctlError, UsageError
+    from schedctl.zones import validate_zone
+
+    chosen, _ = resolve(dialect)
+    if chosen == DEBIAN and not timezone:
+        raise UsageError(
+            "--dialect debian needs --timezone ZONE: the zone of the host that will run the file (Debian's cron "
+            "has no CRON_TZ); jobs in other zones are written as comments"
+        )
+    if timezone:
+        try:
+            validate_zone(timezone)
+        except SchedctlError as exc:
+            raise UsageError(f"--timezone: {exc}") from None
 
     now = datetime.now(UTC)
     jobs = {}
     for path in paths or (jobs_path,):
         jobs.update(load_jobs(path, now=now))
     result = export_crontab(
-        list(jobs.values()), {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt]
+        list(jobs.values()),
+        {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt],
+        chosen,
+        timezone,
     )
     for message in result.messages:
         click.echo(f"schedctl: warning: {message}", err=True)

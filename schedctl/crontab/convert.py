@@ -107,6 +107,7 @@ def convert(
     result.missing = _missing(result.entries, options)
     for entry in entries:
         _warn_host_maintenance(entry, result)
+        _warn_mail(entry, result)
     if result.missing:
         return result
     for job_id, entry in result.entries.items():
@@ -179,6 +180,40 @@ def _build(
         return None
 
 
+def mail_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str | None, str | None]:
+    """cron's MAILTO / MAILFROM as the job's mailto / mailfrom (schedctl.mail sends the mail): (the env
+    without them, mailto, mailfrom). A value that is no address list stays in the env (_warn_mail says so)."""
+    from schedctl.configkeys import CHECKS, Invalid
+
+    out = dict(env)
+    picked: dict[str, str | None] = {"MAILTO": None, "MAILFROM": None}
+    for name, key in (("MAILTO", "mailto"), ("MAILFROM", "mailfrom")):
+        value = out.get(name)
+        if value is None or (name == "MAILFROM" and value == ""):
+            continue
+        try:
+            CHECKS[key](value)
+        except Invalid:
+            continue
+        picked[name] = out.pop(name)
+    return out, picked["MAILTO"], picked["MAILFROM"]
+
+
+def _warn_mail(entry: Entry, result: Conversion) -> None:
+    env, _, _ = mail_keys(entry.env)
+    for name in ("MAILTO", "MAILFROM"):
+        if env.get(name):
+            result.diagnostics.append(
+                warning(
+                    entry.file,
+                    entry.line,
+                    one_line(
+                        f"{name} {env[name]!r} is not a mail address list: kept in env, no mail is sent"
+                    ),
+                )
+            )
+
+
 def _table(entry: Entry, options: ImportOptions) -> dict[str, Any]:
     table: dict[str, Any] = {
         "schedule": entry.schedule,
@@ -189,8 +224,11 @@ def _table(entry: Entry, options: ImportOptions) -> dict[str, Any]:
     }
     if options.catch_up == CatchUp.ALL:
         table["max_catch_up"] = options.max_catch_up
+    env, mailto, mailfrom = mail_keys(entry.env)
     optional = {
-        "env": dict(entry.env) or None,
+        "env": env or None,
+        "mailto": mailto,
+        "mailfrom": mailfrom,
         "stdin": entry.stdin,
         "user": entry.user,
         "description": entry.description,

@@ -143,10 +143,10 @@ def _finish(
             else existing.rstrip("\n") + "\n\n" + _tables_only(dump_jobs(outcome.jobs))
         )
         loads_jobs(text, request.output or "")  # the merged file must load, or nothing is written
-        private = any(j.env for j in [*taken.values(), *outcome.jobs])
+        private = any(j.env or j.mailto for j in [*taken.values(), *outcome.jobs])
     else:
         text = dump_jobs(outcome.jobs)
-        private = any(j.env for j in outcome.jobs)
+        private = any(j.env or j.mailto for j in outcome.jobs)
     outcome.text = text
     if request.output and not request.dry_run:
         write_atomic(request.output, text, private=private)

@@ -95,7 +95,7 @@ def test_jobs_get_everything_cron_gave_them() -> None:
         "postgres",
         300.0,
     )
-    assert dict(job.env) == {"SHELL": "/bin/bash", "MAILTO": "ops@example.com"}
+    assert (dict(job.env), job.mailto) == ({"SHELL": "/bin/bash"}, ("ops@example.com",))
     assert (job.source, job.description) == ("etc/cron.d/db:6", "Nightly dump.")
 
 
