@@ -163,7 +163,7 @@ def test_mailto_is_written_as_cron_s_mailto() -> None:
             mailfrom="cron@example.com",
             source="f:1",
         ),
-        job(id="b", command="/bin/b", mailto=(), source="f:2"),
+        job(id="b", command="/bin/b", mailto=(), mailfrom="cron@example.com", source="f:2"),
     ]
     result = export_crontab(jobs)
     body = [line for line in result.text.splitlines() if line and not line.startswith("#")]
