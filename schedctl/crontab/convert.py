@@ -19,12 +19,6 @@ from schedctl.crontab.parse import Entry
 from schedctl.errors import ConfigError, Diagnostic, UsageError
 from schedctl.job import CatchUp, Job
 
-# Lines that look after the host itself: on schedctl they would run on whichever worker claims them.
-_RUN_PARTS = re.compile(r"\brun-parts\b(?:\s+--?[\w-]+)*\s+(/\S+)")
-_HOST_MAINTENANCE = re.compile(
-    r"\b(anacron|logrotate|debian-sa1|sa[12]|sessionclean|e2scrub\w*|popularity-contest|updatedb|mandb|man-db"
-    r"|unattended-upgrades?|apt-get|fstrim|ntpdate|run-parts)\b"
-)
 _VALID_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}\Z")
 
 
@@ -148,20 +142,17 @@ def _name_jobs(jobs: list[tuple[str, Entry]], total: int, limit: int = 8) -> str
 
 
 def _warn_host_maintenance(entry: Entry, result: Conversion) -> None:
-    run_parts, match = _RUN_PARTS.search(entry.command), _HOST_MAINTENANCE.search(entry.command)
-    if run_parts or match:
-        what = (
-            f"run-parts {run_parts.group(1).rstrip(';)')}" if run_parts else match.group(1) if match else ""
-        )
-        if run_parts and "anacron" in entry.command:
-            what += ", behind an anacron guard"
+    from schedctl.crontab.upkeep import host_upkeep
+
+    why = host_upkeep(entry.command)
+    if why:
         result.diagnostics.append(
             warning(
                 entry.file,
                 entry.line,
                 one_line(
-                    f"host maintenance ({what}): imported, but it would run on a worker, not on this host; "
-                    "delete it from the TOML if it must stay with the host"
+                    f"host upkeep ({why}): imported, but it would run on a worker, not on this host; delete it "
+                    "from the TOML if it must stay with the host"
                 ),
             )
         )
