@@ -152,8 +152,9 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
         console.print(table)
     names = {"debian": "Debian's cron (Vixie cron 3.0 with Debian's patches)", "cronie": "cronie"}
     console.print(
-        f"note: read as {names.get(outcome.dialect, outcome.dialect)} reads crontabs "
-        f"(--dialect {outcome.dialect}: {outcome.dialect_reason}).",
+        f"note: read as {names.get(outcome.dialect, outcome.dialect)} reads crontabs (--dialect "
+        + (outcome.dialect if outcome.dialect_reason == "--dialect" else f"auto: {outcome.dialect_reason}")
+        + ").",
         markup=False,
     )
     for crontab in outcome.crontabs:

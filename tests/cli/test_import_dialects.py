@@ -40,7 +40,8 @@ def test_auto_detects_the_dialect_from_os_release(
     tab.write_text("CRON_TZ=Europe/Paris\n0 1 * * * /bin/nightly\n")
     code, out, err = imported(capsys, tab)
     assert code == 0, err
-    assert f"(--dialect {dialect}: {DATA / release}: ID=" in err
+    assert f"note: read as {'Debian' if dialect == 'debian' else 'cronie'}" in err
+    assert f"(--dialect auto: {DATA / release}: ID=" in err
     job = loads_jobs(out, "out")["nightly"]
     # Debian's cron has no CRON_TZ: the zone is --timezone's, the variable stays in the env (and is reported).
     assert (job.timezone, dict(job.env)) == (
@@ -98,3 +99,25 @@ def test_an_unrelated_folder_does_not_flood(capsys, tmp_path: Path) -> None:
     code, _, err = imported(capsys, folder, "--dialect", "debian")
     assert code == 1
     assert len(err.splitlines()) < 30, err
+
+
+def test_export_for_debian_never_relies_on_cron_tz(capsys, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[jobs.berlin]\nschedule = "0 3 * * *"\ntimezone = "Europe/Berlin"\ncatch_up = "skip"\ncommand = "/bin/a"\n'
+        '[jobs.tokyo]\nschedule = "0 3 * * *"\ntimezone = "Asia/Tokyo"\ncatch_up = "skip"\ncommand = "/bin/b"\n'
+        'jitter = "5m"\n'
+    )
+    code, _, err = run(capsys, "export", str(jobs), "--dialect", "debian")
+    assert code == 2 and "--dialect debian needs --timezone ZONE" in err
+    code, out, err = run(capsys, "export", str(jobs), "--dialect", "debian", "--timezone", "Europe/Berlin")
+    assert code == 0
+    lines = [line for line in out.splitlines() if not line.startswith("#")]
+    assert not [line for line in lines if line.startswith(("CRON_TZ", "RANDOM_DELAY"))], out
+    assert "0 3 * * * /bin/a" in out.splitlines()
+    assert (
+        "schedctl: warning: job 'tokyo' written as a comment: its zone is Asia/Tokyo, not Europe/Berlin: Debian's "
+        "cron has no CRON_TZ and would run it in the host's zone" in err
+    )
+    code, out, _ = run(capsys, "export", str(jobs), "--dialect", "cronie")
+    assert "CRON_TZ=Asia/Tokyo" in out and "RANDOM_DELAY=5" in out
