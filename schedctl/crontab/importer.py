@@ -14,7 +14,7 @@ from pathlib import Path
 from schedctl.crondialect import resolve, skipped_name
 from schedctl.crontab.convert import Conversion, ImportOptions, check_options, convert
 from schedctl.crontab.diagnostics import error, errors_in, warning
-from schedctl.crontab.parse import Crontab, Entry, parse_crontab
+from schedctl.crontab.parse import MAX_BYTES, NOT_TEXT, TOO_LARGE, Crontab, Entry, parse_crontab
 from schedctl.crontab.write import write_atomic
 from schedctl.errors import (
     EXIT_CONFIG,
@@ -29,7 +29,8 @@ from schedctl.errors import (
 from schedctl.job import Job
 
 STDIN_NAME = "<stdin>"
-MAX_ERRORS_PER_FILE = 20  # then one line with the count of the rest: a wrong path must not flood the terminal
+MAX_ERRORS_PER_FILE = 20
+NOT_A_CRONTAB_ERRORS = 3  # a file in a folder with this many errors and no job at all is named in one line  # then one line with the count of the rest: a wrong path must not flood the terminal
 _SHOWN_SKIPPED = 10  # skipped names listed in a folder's one-line note
 
 
@@ -166,15 +167,45 @@ def read_crontabs(
 ) -> tuple[list[Crontab], list[Diagnostic]]:
     crontabs: list[Crontab] = []
     diagnostics: list[Diagnostic] = []
+    folder_of: dict[str, str] = {}
     for name in paths:
         if name == "-":
             crontabs.append(parse_crontab(read_stdin(), STDIN_NAME, fmt, dialect))
             continue
-        for file in _files(Path(name), diagnostics, dialect):
+        path = Path(name)
+        for file in _files(path, diagnostics, dialect):
             crontabs.append(_read_file(file, fmt, diagnostics, dialect))
+            if file != path:
+                folder_of[str(file)] = str(path)
+    # In a folder (`import /etc`, `import /bin`), files that are plainly no crontab are named together, one
+    # line per folder and kind, instead of a line (or twenty) each.
+    grouped: dict[tuple[str, str], list[str]] = {}
     for crontab in crontabs:
+        kind = _not_a_crontab(crontab) if crontab.file in folder_of else None
+        if kind:
+            grouped.setdefault((folder_of[crontab.file], kind), []).append(Path(crontab.file).name)
+            continue
         diagnostics.extend(_capped(crontab.diagnostics, crontab.file))
+    for (folder, kind), names in grouped.items():
+        diagnostics.append(error(folder, None, f"{kind}: {_some(names)}"))
     return crontabs, diagnostics
+
+
+def _not_a_crontab(crontab: Crontab) -> str | None:
+    """Why a file found in a folder is plainly no crontab, or None."""
+    messages = [d.message for d in crontab.diagnostics]
+    if messages == [NOT_TEXT]:
+        return "not text files"
+    if messages == [TOO_LARGE]:
+        return TOO_LARGE.replace("; not a crontab", ", not crontabs")
+    if not crontab.entries and len(errors_in(crontab.diagnostics)) >= NOT_A_CRONTAB_ERRORS:
+        return "not crontabs (no line is a job cron would run; import one on its own to see why)"
+    return None
+
+
+def _some(names: list[str]) -> str:
+    more = len(names) - _SHOWN_SKIPPED
+    return ", ".join(names[:_SHOWN_SKIPPED]) + (f" and {more} more" if more > 0 else "")
 
 
 def _capped(diagnostics: list[Diagnostic], file: str) -> list[Diagnostic]:
@@ -221,15 +252,16 @@ def _files(path: Path, diagnostics: list[Diagnostic], dialect: str) -> list[Path
         else:
             out.append(child)
     for why, names in skipped.items():
-        shown = ", ".join(names[:_SHOWN_SKIPPED]) + (
-            f" and {len(names) - _SHOWN_SKIPPED} more" if len(names) > _SHOWN_SKIPPED else ""
-        )
-        diagnostics.append(warning(str(path), None, f"not read: {shown}: {why}"))
+        diagnostics.append(warning(str(path), None, f"not read: {_some(names)}: {why}"))
     return out
 
 
 def _read_file(file: Path, fmt: str | None, diagnostics: list[Diagnostic], dialect: str) -> Crontab:
     try:
+        if file.stat().st_size > MAX_BYTES:  # never read a mistaken 100 MB binary into memory
+            return Crontab(
+                str(file), fmt or "user", "", dialect, diagnostics=[error(str(file), None, TOO_LARGE)]
+            )
         data = file.read_bytes()
     except OSError as exc:
         diagnostics.append(error(str(file), None, f"cannot read: {exc.strerror or exc}"))

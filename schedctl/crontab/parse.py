@@ -42,7 +42,10 @@ from schedctl.errors import Diagnostic, SchedctlError
 
 SYSTEM = "system"
 USER = "user"
-MAX_BYTES = 16 * 1024 * 1024  # a crontab is small; this bounds memory for a mistaken path
+NOT_TEXT = "not a text file"
+MAX_BYTES = 16 * 1024 * 1024
+# A crontab is small; this bounds memory for a mistaken path.
+TOO_LARGE = f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab"
 
 # Variables cron itself consumes; the job's definition carries them as `timezone` and `jitter`.
 CONSUMED = ("CRON_TZ", "RANDOM_DELAY")
@@ -141,13 +144,11 @@ def parse_crontab(
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
         result = Crontab(file, fmt or USER, "", dialect)
-        result.diagnostics.append(
-            error(file, None, f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab")
-        )
+        result.diagnostics.append(error(file, None, TOO_LARGE))
         return result
     if _is_binary(raw[:8192]):
         result = Crontab(file, fmt or USER, "", dialect)
-        result.diagnostics.append(error(file, None, "not a text file"))
+        result.diagnostics.append(error(file, None, NOT_TEXT))
         return result
     lines = _split_lines(raw)
     unsure = None

@@ -96,9 +96,27 @@ def test_an_unrelated_folder_does_not_flood(capsys, tmp_path: Path) -> None:
         (folder / f"thing{n}.conf").write_text("key = value\n" * 100)
     (folder / "hosts").write_text("127.0.0.1 localhost\n" * 200)
     (folder / "ls").write_bytes(b"\x7fELF" + bytes(4000))
+    (folder / "bin").mkdir()
+    for n in range(40):
+        (folder / "bin" / f"tool{n}").write_bytes(b"\x7fELF" + bytes(4000))
     code, _, err = imported(capsys, folder, "--dialect", "debian")
     assert code == 1
-    assert len(err.splitlines()) < 30, err
+    assert err.splitlines() == [
+        f"{folder}: warning: not read: bin: a folder (cron does not look in sub-folders)",
+        f"{folder}: warning: not read: thing0.conf, thing1.conf, thing10.conf, thing11.conf, thing12.conf, "
+        "thing13.conf, thing14.conf, thing15.conf, thing16.conf, thing17.conf and 20 more: Debian's cron reads "
+        "only names made of letters, digits, '_' and '-'",
+        f"{folder}: error: not crontabs (no line is a job cron would run; import one on its own to see why): hosts",
+        f"{folder}: error: not text files: ls",
+        "schedctl: nothing written: 2 errors (fix them, or pass --skip-invalid to import the rest)",
+    ]
+    code, _, err = imported(capsys, folder / "bin", "--dialect", "debian")
+    assert (
+        err.splitlines()[0]
+        == f"{folder / 'bin'}: error: not text files: "
+        + ", ".join(sorted(f"tool{n}" for n in range(40))[:10])
+        + " and 30 more"
+    )
 
 
 def test_export_for_debian_never_relies_on_cron_tz(capsys, tmp_path: Path) -> None:
