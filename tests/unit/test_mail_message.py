@@ -1,5 +1,5 @@
 """schedctl.mail without a network: the SMTP URL, when a run is mailed, the message's shape, and failures that
-are logged and counted (the sending itself is tested against a real SMTP server in tests/processes/test_mail.py)."""
+are logged and counted (the sending itself is tested against a real SMTP server in tests/processes/test_mail_smtp.py)."""
 
 from __future__ import annotations
 
