@@ -407,7 +407,9 @@ def _parse_env(text: str) -> tuple[str, str] | None:
                 return None
     if state == "VALUE" and not quote:
         return "".join(name), "".join(value).rstrip()
-    if state in ("FINI", "EQ2"):  # EQ2: `NAME=` with nothing after it, an empty value (cronie >= 1.5.3)
+    # EQ2: `NAME=` with nothing after it, an empty value: cronie's load_env ends `if (state != FINI && state !=
+    # EQ2 && ...)` (older cronie, e.g. env.c at 043670b1, and Debian's cron read such a line as a job).
+    if state in ("FINI", "EQ2"):
         return "".join(name), "".join(value)
     return None
 
