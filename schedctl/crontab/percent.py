@@ -14,8 +14,10 @@ DEBIAN = "debian"  # schedctl.crondialect.DEBIAN, without importing the package 
 def split_percent(text: str, dialect: str = "cronie") -> tuple[str, str | None]:
     """cron's % rule: (command, standard input as cron writes it, or None when it writes nothing).
 
-    Debian's cron also collapses ``\\`` in the command to one backslash (cronie keeps both). Debian's patched
-    do_command.c was not available here (no source package); this follows the behaviour reported in issue 17.
+    Debian's cron also collapses ``\\`` in the command to one backslash (cronie keeps both): Vixie cron 3.0's
+    child_process() does ``if (ch == '%' || ch == '\\') *--p = ch;`` (as FreeBSD's copy of that do_command.c
+    reads), where cronie's do_command.c tests only ``ch == '%'``. Debian's own patched source was not at hand
+    (no deb-src here); its crontab(1) accepts such lines, and this is what issue 17 reports its daemon doing.
     """
     command: list[str] = []
     escaped = False
