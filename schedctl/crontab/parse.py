@@ -31,17 +31,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from types import MappingProxyType
 
 from schedctl.crondialect import CRONIE, DEBIAN
-from schedctl.crontab.accounts import ALSO_COMMANDS, exists_here, is_known_account
+from schedctl.crontab.accounts import exists_here, is_known_account
 from schedctl.crontab.diagnostics import error, one_line, warning
+from schedctl.crontab.fileformat import (
+    ACCOUNT,
+    SYSTEM,
+    USER,
+    detect_format,
+    empty_setting,
+    parse_env,
+    split_tokens,
+)
 from schedctl.crontab.percent import split_percent
 from schedctl.errors import Diagnostic, SchedctlError
 
-SYSTEM = "system"
-USER = "user"
 NOT_TEXT = "not a text file"
 MAX_BYTES = 16 * 1024 * 1024
 # A crontab is small; this bounds memory for a mistaken path.
@@ -52,14 +58,10 @@ CONSUMED = ("CRON_TZ", "RANDOM_DELAY")
 
 _MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _BLANKS = " \t"  # cron's Skip_Blanks: only space and tab separate fields
-_TOKEN = re.compile(r"[^ \t]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# An account name as useradd and systemd accept it; a path, a '*' or a number is not one.
-_ACCOUNT = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?\Z")
 # What a cron time field looks like, to catch a sixth (seconds) field before it is run as a command or user.
 _FIELD_LIKE = re.compile(r"[0-9*?][0-9*?,/LW#-]*\Z|[0-9*,/-]*[LW#?][0-9*,/LW#-]*\Z")
 _ID_HINT = re.compile(r"schedctl:\s*id=(\S+)\s*\Z")
-_EXPORT_HEADER = re.compile(r"schedctl export\b.*\bformat: (system|user)\b")
 # Legend lines of Debian's /etc/crontab and of `crontab -e`'s template: boilerplate, never a description.
 _LEGEND = re.compile(
     r"\bm\s+h\s+dom\s+mon\s+dow\b|minute\s*\(0\s*-\s*59\)|example of job definition|edit this file to introduce"
@@ -155,7 +157,7 @@ def parse_crontab(
     if fmt:
         chosen, reason = fmt, "--format"
     else:
-        chosen, reason, unsure = detect_format(file, lines, known_account)
+        chosen, reason, unsure = detect_format(file, [(n.number, n.text) for n in lines], known_account)
     result = Crontab(file, chosen, reason, dialect)
     if unsure:
         result.diagnostics.append(error(file, None, unsure))
@@ -201,76 +203,6 @@ def _split_lines(raw: bytes) -> list[_Line]:
 # ---------------------------------------------------------------------------------------------- format
 
 
-def detect_format(
-    file: str, lines: list[_Line], known_account: Callable[[str], bool] = is_known_account
-) -> tuple[str, str, str | None]:
-    """System (a user column after the schedule) or user crontab, why, and a refusal when it cannot tell.
-
-    A /etc/cron.d file copied elsewhere has no folder name to go by: it is a system crontab when every job
-    line's sixth field is an account (on this host, or one Debian packages create). When only some are, the
-    file cannot be read safely either way (a user name would end up in a command), so it is refused."""
-    path = PurePath(file)
-    if path.name == "crontab" and path.parent.name == "etc":
-        return SYSTEM, "/etc/crontab", None
-    if path.parent.name == "cron.d":
-        return SYSTEM, "a file in cron.d", None
-    for line in lines:
-        if line.text.startswith("#"):
-            header = _EXPORT_HEADER.search(line.text)
-            if header:
-                return header.group(1), "written by schedctl export", None
-    found = [(line.number, _sixth_token(line.text)) for line in lines if _is_job_line(line.text)]
-    columns = [(n, c) for n, c in found if c is not None]
-    if not columns:
-        return USER, "no user column", None
-    names = [c for _, c in columns]
-    if all(_ACCOUNT.match(c) for c in names) and "root" in names:
-        return SYSTEM, "every job line has a user column", None
-    # An account that is also a command (`mail -s ...`) is no evidence either way.
-    accounts = [
-        (n, c) for n, c in columns if _ACCOUNT.match(c) and known_account(c) and c not in ALSO_COMMANDS
-    ]
-    others = [(n, c) for n, c in columns if c not in ALSO_COMMANDS and (n, c) not in accounts]
-    if accounts and not others:
-        shown = ", ".join(sorted({c for _, c in accounts})[:3])
-        return SYSTEM, f"every job line's sixth field is an account ({shown}): a user column", None
-    if accounts:
-        number, name = accounts[0]
-        return (
-            USER,
-            "",
-            f"cannot tell whether this is a system crontab (a user column after the schedule): the sixth "
-            f"field is an account on {len(accounts)} of {len(columns)} job lines ('{name}' on line {number}); "
-            "pass --format system or --format user",
-        )
-    return USER, "no user column", None
-
-
-def _is_job_line(text: str) -> bool:
-    return (
-        bool(text)
-        and not text.startswith("#")
-        and _parse_env(text) is None
-        and not text.startswith("@reboot")
-    )
-
-
-def _sixth_token(text: str) -> str | None:
-    tokens = _tokens(text.removeprefix("-"), 7)
-    wanted = 1 if tokens and tokens[0][0].startswith("@") else 5
-    return tokens[wanted][0] if len(tokens) > wanted + 1 else None
-
-
-def _tokens(text: str, limit: int) -> list[tuple[str, int]]:
-    """Up to ``limit`` blank-separated tokens, each with the offset just past it."""
-    out: list[tuple[str, int]] = []
-    for match in _TOKEN.finditer(text):
-        out.append((match.group(), match.end()))
-        if len(out) == limit:
-            break
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- lines
 
 
@@ -290,8 +222,8 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
     before = len(result.diagnostics)
     is_job = False
     try:
-        setting = _parse_env(text)
-        empty = _empty_setting(text) if state.dialect == DEBIAN else None
+        setting = parse_env(text)
+        empty = empty_setting(text) if state.dialect == DEBIAN else None
         if empty is not None:
             # Debian's crontab(1) rejects `MAILTO=` ("bad minute"): its load_env needs a value after the '='.
             _report(
@@ -359,65 +291,6 @@ def _report(result: Crontab, line: _Line, message: str, *, severity: str = "erro
 
 
 # ---------------------------------------------------------------------------------------------- environment
-
-
-def _parse_env(text: str) -> tuple[str, str] | None:
-    """cronie's load_env state machine: (name, value), or None when cron reads the line as a job."""
-    name: list[str] = []
-    value: list[str] = []
-    state, quote, i = "NAMEI", "", 0
-    while i < len(text):
-        c = text[i]
-        if state in ("NAMEI", "VALUEI"):
-            if c in "'\"":
-                quote = c
-                i += 1
-            state = "NAME" if state == "NAMEI" else "VALUE"
-            continue
-        if state in ("NAME", "VALUE"):
-            out = name if state == "NAME" else value
-            if quote:
-                if c == quote:
-                    state = "EQ1" if state == "NAME" else "FINI"
-                    i += 1
-                    continue
-                if state == "NAME" and c == "=":
-                    return None
-            elif state == "NAME":
-                if c.isspace():
-                    state, i = "EQ1", i + 1
-                    continue
-                if c == "=":
-                    state = "EQ1"
-                    continue
-            out.append(c)
-            i += 1
-        elif state == "EQ1":
-            if c == "=":
-                state, quote = "EQ2", ""
-            elif not c.isspace():
-                return None
-            i += 1
-        else:  # EQ2, FINI: skip blanks; anything else starts the value, or (after a quote) is an error
-            if c.isspace():
-                i += 1
-            elif state == "EQ2":
-                state = "VALUEI"
-            else:
-                return None
-    if state == "VALUE" and not quote:
-        return "".join(name), "".join(value).rstrip()
-    # EQ2: `NAME=` with nothing after it, an empty value: cronie's load_env ends `if (state != FINI && state !=
-    # EQ2 && ...)` (older cronie, e.g. env.c at 043670b1, and Debian's cron read such a line as a job).
-    if state in ("FINI", "EQ2"):
-        return "".join(name), "".join(value)
-    return None
-
-
-def _empty_setting(text: str) -> str | None:
-    """The name of a `NAME=` line with nothing after the '=' (Debian's cron does not read it as a setting)."""
-    match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*", text)
-    return match.group(1) if match else None
 
 
 def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Crontab) -> None:
@@ -586,7 +459,7 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
 def _schedule_and_rest(line: _Line, text: str, result: Crontab, dialect: str) -> tuple[str, str] | None:
     from schedctl.cron import validate_expression
 
-    tokens = _tokens(text, 5)
+    tokens = split_tokens(text, 5)
     if not tokens:
         _report(result, line, "a '-' with no schedule after it")
         return None
@@ -639,13 +512,13 @@ def _schedule_and_rest(line: _Line, text: str, result: Crontab, dialect: str) ->
 
 
 def _user_column(line: _Line, rest: str, result: Crontab) -> tuple[str, str] | None:
-    tokens = _tokens(rest, 1)
+    tokens = split_tokens(rest, 1)
     user, end = tokens[0]
     command = rest[end:].lstrip(_BLANKS)
     if _FIELD_LIKE.match(user):
         _report(result, line, _six_fields(rest))
         return None
-    if not _ACCOUNT.match(user):
+    if not ACCOUNT.match(user):
         why = "a path" if "/" in user else "not an account name"
         hint = " (is this a user crontab? pass --format user)" if "/" in user or not command else ""
         _report(result, line, f"the user column '{user}' cannot be an account name: it is {why}{hint}")
@@ -657,12 +530,12 @@ def _user_column(line: _Line, rest: str, result: Crontab) -> tuple[str, str] | N
 
 
 def looks_like_field(rest: str) -> bool:
-    first = _tokens(rest, 1)[0][0]
+    first = split_tokens(rest, 1)[0][0]
     return bool(_FIELD_LIKE.match(first))
 
 
 def _six_fields(rest: str) -> str:
-    first = _tokens(rest, 1)[0][0]
+    first = split_tokens(rest, 1)[0][0]
     return (
         f"6 time fields: cron has no seconds field, so '{first}' would be run as the command (or read "
         "as the user); write the 5-field schedule (a 6-field one with seconds belongs in the TOML)"
