@@ -411,6 +411,8 @@ def _dump_value(name: str, value: Any) -> Any:
             return spelled if parse_duration(spelled) == value else value
         except ValueError:
             return value
+    if name == "mailto" and isinstance(value, tuple) and len(value) < 2:
+        return value[0] if value else ""  # one address as a string; () is MAILTO="" (no mail)
     if isinstance(value, DstPolicy):
         return {k: str(v) for k, v in (("gap", value.gap), ("overlap", value.overlap)) if v is not None}
     if isinstance(value, tuple):

@@ -19,7 +19,7 @@ from typing import Any
 
 from schedctl.durations import parse_duration
 from schedctl.errors import SchedctlError
-from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, labels_key
+from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, MailOn, labels_key
 
 ID_PATTERN = "[a-z0-9][a-z0-9._-]*"
 MAX_ID_LENGTH = 255  # job_runs.job_id is String(255)
@@ -242,6 +242,34 @@ def _strings(item_rule: re.Pattern[str] | None, item_help: str) -> Callable[[Any
     return check
 
 
+# An address as cron's MAILTO holds one: user@host or a local user name; never blanks, commas or header breaks.
+_ADDRESS = re.compile(r"[^\s,<>\"()\x00-\x1f\x7f]{1,254}\Z")
+
+
+def _address(value: Any) -> str:
+    text = _text(value, nonblank=True)
+    if not _ADDRESS.match(text) or text.startswith("@") or text.endswith("@"):
+        raise Invalid(f"invalid mail address {show(text)}: write user@example.com or a local user name")
+    return text
+
+
+def _mailto(value: Any) -> tuple[str, ...]:
+    """An address, a list of them, or "" (cron's MAILTO="": no mail)."""
+    if value == "":
+        return ()
+    if isinstance(value, str):
+        return tuple(_address(part.strip()) for part in value.split(","))
+    if not isinstance(value, list):
+        raise Invalid(f'expected an address, an array of addresses, or "" (no mail), got {show(value)}')
+    out = []
+    for index, item in enumerate(value):
+        try:
+            out.append(_address(item))
+        except Invalid as exc:
+            raise Invalid(exc.message, at=(index,)) from None
+    return tuple(out)
+
+
 def _user(value: Any) -> str:
     text = _text(value, nonblank=True)
     if not _USER.match(text) or len(text) > 64:
@@ -303,6 +331,9 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "dst": _dst,
     "on_failure": _command,
     "on_success": _command,
+    "mailto": _mailto,
+    "mailfrom": _address,
+    "mail_on": _enum(MailOn),
 }
 KNOWN = tuple(CHECKS)
 REQUIRED = ("schedule", "timezone", "catch_up", "command")

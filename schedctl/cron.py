@@ -47,9 +47,10 @@ __all__ = [
 ]
 
 
-def validate_expression(expr: str, now: datetime | None = None) -> None:
-    """Raise ScheduleError unless cron would run ``expr`` and it fires within ten years of ``now``."""
-    spec = parse_expression(expr)
+def validate_expression(expr: str, now: datetime | None = None, dialect: str | None = None) -> None:
+    """Raise ScheduleError unless cron would run ``expr`` and it fires within ten years. ``dialect``: the cron
+    a crontab line is read for (import); None for a job file (read as cronie reads it)."""
+    spec = parse_expression(expr, dialect or "cronie")
     if spec.every_day:
         return  # a time of day on every day: fires within a day
     from croniter.croniter import CroniterBadDateError  # type: ignore[import-untyped]
@@ -60,7 +61,7 @@ def validate_expression(expr: str, now: datetime | None = None) -> None:
     except CroniterBadDateError:
         first = None
     if first is None or first > (start + timedelta(days=366 * NEVER_YEARS)).timestamp():
-        raise ScheduleError(never_message(spec), field="day of month")
+        raise ScheduleError(never_message(spec, dialect), field="day of month")
 
 
 def _cron(spec: Spec, max_years: int | None = None) -> Any:

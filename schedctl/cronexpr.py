@@ -13,6 +13,7 @@ import functools
 import re
 from dataclasses import dataclass
 
+from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.errors import ScheduleError
 
 __all__ = ["NEVER_YEARS", "Spec", "never_message", "parse_expression"]
@@ -149,7 +150,7 @@ def _step(token: str | None, field: _Field) -> int:
     return int(token)
 
 
-def _item(text: str, field: _Field) -> set[int]:
+def _item(text: str, field: _Field, dialect: str) -> set[int]:
     match = _ITEM.match(text)
     if match is None:
         raise ScheduleError(f"{field.name}: cannot read '{text}'", field=field.name)
@@ -160,16 +161,37 @@ def _item(text: str, field: _Field) -> set[int]:
         low, high = field.low, field.high
     else:
         low = _number(start, field)
-        # 'N/step' is N through the field's end (cronie, Debian cron, cronsim agree).
-        high = _number(end, field) if end is not None else (field.high if match["step"] is not None else low)
-        if low > high:
+        if end is None and match["step"] is not None:
+            # cronie entry.c get_range: after a single number only ',', '-' or a blank may follow (get_number's
+            # terminators), so '5/15' is "bad minute"; Debian's crontab(1) 3.0pl1-162 rejects it the same way.
             raise ScheduleError(
-                f"{field.name}: range '{text}' is reversed; cron does not wrap ranges", field=field.name
+                f"{field.name}: '{text}': cron reads a step only after a range or '*' (it rejects this line);"
+                f" write '{start}-{field.high}/{match['step']}'",
+                field=field.name,
             )
+        high = _number(end, field) if end is not None else low
+        if low > high and dialect == CRONIE and field is _DOW and high == 0:
+            high = 7  # cronie get_range: `if (low_ > high_ && high_ == 0) high_ = 7`, so mon-sun is 1-7
+        if low > high:
+            raise ScheduleError(_reversed(text, field, dialect), field=field.name)
     return set(range(low, high + 1, step))
 
 
-def _field(text: str, field: _Field) -> tuple[int, ...]:
+def _reversed(text: str, field: _Field, dialect: str) -> str:
+    if dialect == DEBIAN:
+        # Vixie cron 3.0 get_range sets `for (i = num1; i <= num2; ...)`: nothing for a reversed range, and
+        # Debian's crontab(1) accepts the line (checked: `0 22-6 * * *`, `* * * * fri-mon`).
+        return (
+            f"{field.name}: range '{text}' is reversed: Debian's cron accepts this line and never runs it "
+            "for that range (it never wraps a range); split it, e.g. '22-23,0-6'"
+        )
+    return (
+        f"{field.name}: range '{text}' is reversed: cronie rejects this line (it never wraps a range);"
+        " split it, e.g. '22-23,0-6'"
+    )
+
+
+def _field(text: str, field: _Field, dialect: str = CRONIE) -> tuple[int, ...]:
     text = text.lower()
     for mark, why in _FOREIGN.items():
         if mark.lower() in text and not (mark.lower() in "lwh" and _is_name_char(text, mark.lower(), field)):
@@ -178,7 +200,7 @@ def _field(text: str, field: _Field) -> tuple[int, ...]:
     for part in text.split(","):
         if not part:
             raise ScheduleError(f"{field.name}: empty list item in '{text}'", field=field.name)
-        values |= _item(part, field)
+        values |= _item(part, field, dialect)
     if field is _DOW and 7 in values:
         values.discard(7)
         values.add(0)
@@ -196,8 +218,9 @@ def _is_name_char(text: str, letter: str, field: _Field) -> bool:
 
 
 @functools.lru_cache(maxsize=65536)
-def parse_expression(expr: str) -> Spec:
-    """The validated expression; raises ScheduleError naming the field at fault."""
+def parse_expression(expr: str, dialect: str = CRONIE) -> Spec:
+    """The validated expression, read as ``dialect``'s cron reads it (a job file's: cronie); raises
+    ScheduleError naming the field at fault."""
     text = expr.strip()
     if text.startswith("@"):
         return _parse_macro(text)
@@ -214,7 +237,7 @@ def parse_expression(expr: str) -> Spec:
         )
     texts = [*seconds, *parts]
     try:
-        values = [_field(t, f) for t, f in zip(parts, fields, strict=True)]
+        values = [_field(t, f, dialect) for t, f in zip(parts, fields, strict=True)]
     except ScheduleError as exc:
         if seconds:
             raise
@@ -236,7 +259,10 @@ def parse_expression(expr: str) -> Spec:
 
 
 def _parse_macro(text: str) -> Spec:
-    macro = text.lower()
+    macro = text
+    if macro.lower() in _MACROS and macro not in _MACROS:
+        # cronie entry.c compares with strcmp; Debian's crontab(1) says "bad time specifier" for '@Daily'.
+        raise ScheduleError(f"cron reads @-macros in lower case only: '{text}' (write '{text.lower()}')")
     if macro == "@reboot":
         raise ScheduleError("@reboot is not a schedule: schedctl runs jobs at times, not at boot")
     if macro.startswith("@every"):
@@ -246,14 +272,18 @@ def _parse_macro(text: str) -> Spec:
     return parse_expression(_MACROS[macro])
 
 
-def never_message(spec: Spec) -> str:
+def never_message(spec: Spec, dialect: str | None = None) -> str:
+    """Why ``spec`` never fires; for a crontab line (``dialect`` given), also what its cron did with it: both
+    crons accept such a line and never run it (Debian's crontab(1) installs `0 0 30 2 *`)."""
+    who = "Debian's cron" if dialect == DEBIAN else "cron"
+    did = f"{who} accepts this line and never runs it" if dialect else ""
     if not any(d <= _DAYS_IN_MONTH[m] for d in spec.doms for m in spec.months):
         days = ", ".join(str(d) for d in spec.doms)
         months = ", ".join(_month_name(m) for m in spec.months)
-        return f"never fires: day {days} does not occur in {months}"
+        return f"never fires: day {days} does not occur in {months}" + (f" ({did})" if did else "")
     return (
         f"does not fire within {NEVER_YEARS} years: those days of the month never fall on those days of the week"
-        " (cron ANDs the day fields when either starts with '*')"
+        " (cron ANDs the day fields when either starts with '*'" + (f"; {did})" if did else ")")
     )
 
 

@@ -67,6 +67,15 @@ class SkipReason(StrEnum):
     )
 
 
+class MailOn(StrEnum):
+    """When a worker mails a run's output to ``mailto`` (what replaces cron's mail)."""
+
+    OUTPUT = "output"  # whenever the run printed anything, whatever its outcome: cron's rule (the default)
+    FAILURE = "failure"  # only when the run failed or timed out
+    ALWAYS = "always"  # after every finished run, with or without output
+    NEVER = "never"  # never
+
+
 class Role(StrEnum):
     """What `schedctl serve` does."""
 
@@ -134,6 +143,9 @@ class Job:
     dst: DstPolicy | None = None
     on_failure: str | tuple[str, ...] | None = None
     on_success: str | tuple[str, ...] | None = None
+    mailto: tuple[str, ...] | None = None  # None: not set (no mail); (): MAILTO="" (no mail, said explicitly)
+    mailfrom: str | None = None
+    mail_on: MailOn = MailOn.OUTPUT
 
     @property
     def schedule_key(self) -> str:
@@ -167,6 +179,9 @@ class Job:
             "timezone": self.timezone,
             "catch_up": str(self.catch_up),
             "max_catch_up": self.max_catch_up,
+            "mailto": None if self.mailto is None else list(self.mailto),
+            "mailfrom": self.mailfrom,
+            "mail_on": str(self.mail_on),
         }
 
 

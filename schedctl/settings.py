@@ -6,6 +6,10 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schedctl.mail import SmtpServer
 
 
 def default_identity() -> str:
@@ -40,3 +44,4 @@ class WorkerSettings:
     prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)
     log_output: bool = False  # log each run's output tail when it ends (`serve --log-output`)
     role: str = "worker"  # as recorded in the worker registry: "all" when this process also schedules
+    smtp: SmtpServer | None = None  # where run-output mail goes (`serve --smtp`); None: mail is not sent

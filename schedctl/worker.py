@@ -28,6 +28,7 @@ from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
 from schedctl.groupguard import GroupGuard
 from schedctl.hooks import Hooks
+from schedctl.mail import Mailer
 from schedctl.observability import health, metrics
 from schedctl.registry import Registry
 from schedctl.settings import WorkerSettings
@@ -117,6 +118,7 @@ class Worker:
             poll_interval=settings.poll_interval,
         )
         self._stop_reason = "shutdown (SIGTERM or SIGINT)"
+        self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
         os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
 
@@ -594,6 +596,13 @@ class Worker:
                 o.exit_status,
                 o.output_tail,
             )
+            self._mail.after_run(
+                pending.snapshot,
+                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
+                o.state,
+                o.exit_status,
+                o.output_tail,
+            )
 
     # -- shutdown ------------------------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -698,6 +707,7 @@ class Worker:
 
     def _close(self) -> None:
         self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
+        self._mail.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
         self._drop_listener()
         if self._inbox is not None:
             self._inbox.close()

@@ -27,6 +27,9 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
     monkeypatch.delenv("TZ", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
+    # `import --dialect auto` reads the host's os-release: the suite must not depend on the machine it runs on.
+    # Tests of Debian's dialect say --dialect debian (or point this at a Debian os-release).
+    monkeypatch.setenv("SCHEDCTL_OS_RELEASE", str(Path(__file__).parent / "data" / "os-release-fedora"))
 
 
 def _private_url(backend: str, tmp_path: Path) -> Iterator[str]:

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from schedctl.crontab.importer import ImportOutcome
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
+_DIALECT_HELP = (
+    "Which cron the crontabs are for: debian (Debian/Ubuntu's Vixie cron) or cronie. Default auto: debian when "
+    "/etc/os-release names Debian in ID or ID_LIKE, else cronie."
+)
 
 
 @click.command("import", context_settings=_CONTEXT)
@@ -26,6 +30,13 @@ _CONTEXT = {"help_option_names": ["-h", "--help"]}
     "fmt",
     type=click.Choice(["system", "user"]),
     help="Force the crontab format (system: a user column after the schedule). Default: per file.",
+)
+@click.option(
+    "--dialect",
+    type=click.Choice(["auto", "debian", "cronie"]),
+    default="auto",
+    show_default=True,
+    help=_DIALECT_HELP,
 )
 @click.option(
     "--timezone", help="Zone of jobs with no CRON_TZ above them (an IANA name, e.g. Europe/London)."
@@ -49,6 +60,7 @@ def import_(
     paths: tuple[str, ...],
     output: str | None,
     fmt: str | None,
+    dialect: str,
     timezone: str | None,
     catch_up: str | None,
     max_catch_up: int | None,
@@ -70,11 +82,12 @@ def import_(
         paths,
         ImportOptions(timezone, catch_up, max_catch_up),
         fmt,
-        output,
-        force,
-        merge,
-        skip_invalid,
-        dry_run,
+        dialect=dialect,
+        output=output,
+        force=force,
+        merge=merge,
+        skip_invalid=skip_invalid,
+        dry_run=dry_run,
     )
     now = datetime.now(UTC)
     outcome = run_import(request, now, sys.stdin.buffer.read)
@@ -137,6 +150,18 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
         table.add_row(row.id, row.schedule, row.description, row.zone, row.policy, row.source, row.dst or "-")
     if outcome.jobs:
         console.print(table)
+    names = {"debian": "Debian's cron (Vixie cron 3.0 with Debian's patches)", "cronie": "cronie"}
+    console.print(
+        f"note: read as {names.get(outcome.dialect, outcome.dialect)} reads crontabs (--dialect "
+        + (outcome.dialect if outcome.dialect_reason == "--dialect" else f"auto: {outcome.dialect_reason}")
+        + ").",
+        markup=False,
+    )
+    for crontab in outcome.crontabs:
+        if crontab.format_reason.startswith("every job line's sixth field"):
+            console.print(
+                f"note: {crontab.file}: read as a system crontab: {crontab.format_reason}.", markup=False
+            )
     reboots = sum(1 for d in outcome.diagnostics if "@reboot" in d.message)
     for note in summary.notes(outcome.jobs, reboots):
         console.print(f"note: {note}", markup=False)
@@ -154,26 +179,62 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
     help="crontab: a system crontab (user column) when any job has a user, else a user crontab.",
 )
 @click.option(
+    "--dialect",
+    type=click.Choice(["auto", "debian", "cronie"]),
+    default="auto",
+    show_default=True,
+    help="Which cron will read the file (auto: from /etc/os-release). debian needs --timezone.",
+)
+@click.option(
+    "--timezone",
+    help="With --dialect debian: the zone of the host that will run the file (it has no CRON_TZ).",
+)
+@click.option(
     "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."
 )
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
-def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None, force: bool) -> None:
+def export(
+    paths: tuple[str, ...],
+    jobs_path: str,
+    fmt: str,
+    dialect: str,
+    timezone: str | None,
+    output: str | None,
+    force: bool,
+) -> None:
     """Write the job set (PATHS, default --jobs) back as a crontab, for rolling a migration back.
 
-    Zones become CRON_TZ lines, jitter RANDOM_DELAY; jobs cron cannot express are written as comments and
-    reported here.
+    For cronie, zones become CRON_TZ lines and jitter RANDOM_DELAY; Debian's cron has neither, so every job
+    must be in the --timezone given. Jobs cron cannot express are written as comments and reported here.
     """
     from schedctl.config import load_jobs
+    from schedctl.crondialect import DEBIAN, resolve
     from schedctl.crontab.export import export_crontab
     from schedctl.crontab.write import write_atomic
-    from schedctl.errors import SchedctlError
+    from schedctl.errors import SchedctlError, UsageError
+    from schedctl.zones import validate_zone
+
+    chosen, _ = resolve(dialect)
+    if chosen == DEBIAN and not timezone:
+        raise UsageError(
+            "--dialect debian needs --timezone ZONE: the zone of the host that will run the file (Debian's cron "
+            "has no CRON_TZ); jobs in other zones are written as comments"
+        )
+    if timezone:
+        try:
+            validate_zone(timezone)
+        except SchedctlError as exc:
+            raise UsageError(f"--timezone: {exc}") from None
 
     now = datetime.now(UTC)
     jobs = {}
     for path in paths or (jobs_path,):
         jobs.update(load_jobs(path, now=now))
     result = export_crontab(
-        list(jobs.values()), {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt]
+        list(jobs.values()),
+        {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt],
+        chosen,
+        timezone,
     )
     for message in result.messages:
         click.echo(f"schedctl: warning: {message}", err=True)

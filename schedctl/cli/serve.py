@@ -101,6 +101,13 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 )
 @click.option("--run-as-job-user", is_flag=True, help="As root, run each job as the user it names.")
 @click.option(
+    "--smtp",
+    envvar="SCHEDCTL_SMTP_URL",
+    metavar="URL",
+    help="Mail run output to each job's mailto via this server: smtp://HOST:PORT, smtps://..., "
+    "smtp+starttls://... (user@ allowed; password from SCHEDCTL_SMTP_PASSWORD).",
+)
+@click.option(
     "--successful-history",
     type=click.IntRange(min=0),
     default=3,
@@ -179,6 +186,13 @@ def _config(opts: dict[str, Any]) -> Any:
             "leader writes only while its lease outlasts the database's commit bound (docs/guarantees.md)"
         )
     identity = opts["identity"] or default_identity()
+    smtp = None
+    if opts["smtp"]:
+        import os
+
+        from schedctl.mail import PASSWORD_ENV, parse_smtp_url
+
+        smtp = parse_smtp_url(opts["smtp"], os.environ.get(PASSWORD_ENV))
     return ServeConfig(
         role=Role(opts["role"]),
         db_url=opts["db_url"],
@@ -202,6 +216,7 @@ def _config(opts: dict[str, Any]) -> Any:
             failed_history=opts["failed_history"],
             role="all" if opts["role"] == "all" else "worker",
             log_output=opts["log_output"],
+            smtp=smtp,
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],

@@ -19,12 +19,6 @@ from schedctl.crontab.parse import Entry
 from schedctl.errors import ConfigError, Diagnostic, UsageError
 from schedctl.job import CatchUp, Job
 
-# Lines that look after the host itself: on schedctl they would run on whichever worker claims them.
-_RUN_PARTS = re.compile(r"\brun-parts\b(?:\s+--?[\w-]+)*\s+(/\S+)")
-_HOST_MAINTENANCE = re.compile(
-    r"\b(anacron|logrotate|debian-sa1|sa[12]|sessionclean|e2scrub\w*|popularity-contest|updatedb|mandb|man-db"
-    r"|unattended-upgrades?|apt-get|fstrim|ntpdate|run-parts)\b"
-)
 _VALID_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}\Z")
 
 
@@ -107,6 +101,7 @@ def convert(
     result.missing = _missing(result.entries, options)
     for entry in entries:
         _warn_host_maintenance(entry, result)
+        _warn_mail(entry, result)
     if result.missing:
         return result
     for job_id, entry in result.entries.items():
@@ -147,20 +142,17 @@ def _name_jobs(jobs: list[tuple[str, Entry]], total: int, limit: int = 8) -> str
 
 
 def _warn_host_maintenance(entry: Entry, result: Conversion) -> None:
-    run_parts, match = _RUN_PARTS.search(entry.command), _HOST_MAINTENANCE.search(entry.command)
-    if run_parts or match:
-        what = (
-            f"run-parts {run_parts.group(1).rstrip(';)')}" if run_parts else match.group(1) if match else ""
-        )
-        if run_parts and "anacron" in entry.command:
-            what += ", behind an anacron guard"
+    from schedctl.crontab.upkeep import host_upkeep
+
+    why = host_upkeep(entry.command)
+    if why:
         result.diagnostics.append(
             warning(
                 entry.file,
                 entry.line,
                 one_line(
-                    f"host maintenance ({what}): imported, but it would run on a worker, not on this host; "
-                    "delete it from the TOML if it must stay with the host"
+                    f"host upkeep ({why}): imported, but it would run on a worker, not on this host; delete it "
+                    "from the TOML if it must stay with the host"
                 ),
             )
         )
@@ -179,6 +171,40 @@ def _build(
         return None
 
 
+def mail_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str | None, str | None]:
+    """cron's MAILTO / MAILFROM as the job's mailto / mailfrom (schedctl.mail sends the mail): (the env
+    without them, mailto, mailfrom). A value that is no address list stays in the env (_warn_mail says so)."""
+    from schedctl.configkeys import CHECKS, Invalid
+
+    out = dict(env)
+    picked: dict[str, str | None] = {"MAILTO": None, "MAILFROM": None}
+    for name, key in (("MAILTO", "mailto"), ("MAILFROM", "mailfrom")):
+        value = out.get(name)
+        if value is None or (name == "MAILFROM" and value == ""):
+            continue
+        try:
+            CHECKS[key](value)
+        except Invalid:
+            continue
+        picked[name] = out.pop(name)
+    return out, picked["MAILTO"], picked["MAILFROM"]
+
+
+def _warn_mail(entry: Entry, result: Conversion) -> None:
+    env, _, _ = mail_keys(entry.env)
+    for name in ("MAILTO", "MAILFROM"):
+        if env.get(name):
+            result.diagnostics.append(
+                warning(
+                    entry.file,
+                    entry.line,
+                    one_line(
+                        f"{name} {env[name]!r} is not a mail address list: kept in env, no mail is sent"
+                    ),
+                )
+            )
+
+
 def _table(entry: Entry, options: ImportOptions) -> dict[str, Any]:
     table: dict[str, Any] = {
         "schedule": entry.schedule,
@@ -189,8 +215,11 @@ def _table(entry: Entry, options: ImportOptions) -> dict[str, Any]:
     }
     if options.catch_up == CatchUp.ALL:
         table["max_catch_up"] = options.max_catch_up
+    env, mailto, mailfrom = mail_keys(entry.env)
     optional = {
-        "env": dict(entry.env) or None,
+        "env": env or None,
+        "mailto": mailto,
+        "mailfrom": mailfrom,
         "stdin": entry.stdin,
         "user": entry.user,
         "description": entry.description,

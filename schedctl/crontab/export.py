@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field
 from dataclasses import fields as job_fields
 
+from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.crontab.ids import derive_id
 from schedctl.crontab.parse import CONSUMED, SYSTEM, USER, Entry, looks_like_field, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin
@@ -30,6 +31,7 @@ _DROPPED = (
     "pass_env",
     "on_failure",
     "on_success",
+    "mail_on",
 )
 _DEFAULTS = {
     f.name: f.default_factory() if f.default is MISSING and f.default_factory is not MISSING else f.default
@@ -49,22 +51,28 @@ class ExportResult:
 @dataclass
 class _Writer:
     fmt: str
+    dialect: str = CRONIE
+    host_zone: str | None = None  # debian: the zone of the host that will run the file (no CRON_TZ there)
     lines: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     zone: str | None = None
     delay: int = 0
 
 
-def export_crontab(jobs: Sequence[Job], fmt: str | None = None) -> ExportResult:
-    """``fmt``: "user", "system", or None (system when any job has a user, else user)."""
+def export_crontab(
+    jobs: Sequence[Job], fmt: str | None = None, dialect: str = CRONIE, host_zone: str | None = None
+) -> ExportResult:
+    """``fmt``: "user", "system", or None (system when any job has a user, else user). ``dialect``: the cron
+    that will read the file; for ``debian``, ``host_zone`` is its host's zone (Debian's cron has no CRON_TZ,
+    so a job in another zone cannot be written)."""
     ordered = sorted(jobs, key=_order)
     chosen = fmt or (SYSTEM if any(j.user for j in ordered) else USER)
-    result = ExportResult(text="", private=any(j.env for j in ordered))
-    writer = _Writer(chosen)
-    writer.lines += _header(chosen, len(ordered))
+    result = ExportResult(text="", private=any(j.env or j.mailto for j in ordered))
+    writer = _Writer(chosen, dialect, host_zone)
+    writer.lines += _header(chosen, len(ordered), dialect, host_zone)
     written: list[Job] = []
     for job in ordered:
-        reason = _inexpressible(job, chosen)
+        reason = _inexpressible(job, chosen, writer)
         if reason:
             writer.lines += ["", f"# schedctl: not exported ({reason}): {_flat(job)}", ""]
             result.messages.append(f"job {job.id!r} written as a comment: {reason}")
@@ -73,7 +81,7 @@ def export_crontab(jobs: Sequence[Job], fmt: str | None = None) -> ExportResult:
         written.append(job)
     result.text = "\n".join(writer.lines) + "\n"
     result.written = len(written)
-    result.messages += _read_back(result.text, chosen, written)
+    result.messages += _read_back(result.text, chosen, written, writer)
     return result
 
 
@@ -85,19 +93,32 @@ def _order(job: Job) -> tuple[str, int, str]:
     return ("\uffff", 0, job.id)
 
 
-def _header(fmt: str, count: int) -> list[str]:
+def _header(fmt: str, count: int, dialect: str, host_zone: str | None) -> list[str]:
     kind = "system crontab: a user column after the schedule" if fmt == SYSTEM else "user crontab"
     install = "copy it to /etc/cron.d/NAME" if fmt == SYSTEM else "install it with `crontab FILE`"
+    needs = (
+        f"For Debian's cron: no CRON_TZ, every job runs in the host's zone, {host_zone}."
+        if dialect == DEBIAN
+        else "CRON_TZ and RANDOM_DELAY need cronie."
+    )
     return [
         f"# Written by schedctl export (format: {fmt}; {kind}) from {count} job{'s' if count != 1 else ''}.",
-        f"# To roll back, {install}. CRON_TZ and RANDOM_DELAY need cronie.",
+        f"# To roll back, {install}. {needs}",
         "# cron keeps no catch-up policy, concurrency, timeout or retries: those stay in the TOML only.",
     ]
 
 
-def _inexpressible(job: Job, fmt: str) -> str | None:
+def _inexpressible(job: Job, fmt: str, writer: _Writer) -> str | None:
     from schedctl.cron import schedule_for
 
+    debian = writer.dialect == DEBIAN
+    if debian and job.timezone != writer.host_zone:
+        return (
+            f"its zone is {job.timezone}, not {writer.host_zone}: Debian's cron has no CRON_TZ and would run it "
+            "in the host's zone"
+        )
+    if debian and job.jitter:
+        return "jitter: Debian's cron has no RANDOM_DELAY"
     if len(job.schedule.split()) == 6:
         return "a 6-field schedule with seconds: cron has no seconds"
     if job.dst is not None:
@@ -110,16 +131,16 @@ def _inexpressible(job: Job, fmt: str) -> str | None:
         return "no user, and a system crontab needs one in its user column"
     if schedule_for(job.schedule, job.timezone).has_seconds:
         return "a schedule with seconds: cron has none"
-    for name in CONSUMED:
+    for name in CONSUMED if not debian else ():
         if name in job.env:
             return f"env sets {name}, which cron itself reads"
-    for name, value in job.env.items():
+    for name, value in _cron_env(job).items():
         if _env_line(name, value) is None:
             return f"env {name} holds a newline, or both kinds of quotes"
     command = _command_text(job)
     if fmt == USER and command is not None and looks_like_field(command):
         return "the command starts with a word cron would read as a sixth time field"
-    if command is None or encode_command(command) is None:
+    if command is None or encode_command(command, writer.dialect) is None:
         return "the command holds a newline, or backslashes before a % that cron cannot keep"
     if job.stdin is not None and encode_stdin(job.stdin) is None:
         return "the standard input cannot be written with cron's % rule (a backslash before a newline)"
@@ -134,13 +155,25 @@ def _command_text(job: Job) -> str | None:
     return job.command
 
 
+def _cron_env(job: Job) -> dict[str, str]:
+    """The job's env as cron sets it: with MAILTO and MAILFROM from ``mailto`` and ``mailfrom``."""
+    env = dict(job.env)
+    if job.mailto is not None:
+        env["MAILTO"] = ",".join(job.mailto)
+    if job.mailfrom is not None:
+        env["MAILFROM"] = job.mailfrom
+    return env
+
+
 def _write(job: Job, writer: _Writer, result: ExportResult) -> None:
     block = [""]
-    for name, value in job.env.items():
+    for name, value in _cron_env(job).items():
         if writer.env.get(name) != value:
             block.append(_env_line(name, value) or "")
             writer.env[name] = value
-    if job.timezone != writer.zone:
+    if writer.dialect == DEBIAN:
+        pass  # no CRON_TZ: every job written is in the host's zone (checked in _inexpressible)
+    elif job.timezone != writer.zone:
         block.append(f"CRON_TZ={job.timezone}")
         writer.zone = job.timezone
     delay = int((job.jitter or 0) // 60)
@@ -151,8 +184,15 @@ def _write(job: Job, writer: _Writer, result: ExportResult) -> None:
         block.append(f"# schedctl: id={job.id}")
     if job.description:
         block += [f"# {line}".rstrip() for line in job.description.splitlines()]
-    block.append(_job_line(job, writer.fmt))
+    block.append(_job_line(job, writer.fmt, writer.dialect))
     writer.lines += block
+    for name, key in (("MAILTO", "mailto"), ("MAILFROM", "mailfrom")):
+        if name in job.env:
+            result.messages.append(
+                f"job {job.id!r}: env {name} is written as cron's {name}"
+                + (f", over the job's {key}" if getattr(job, key) is not None else "")
+                + f"; imported back it becomes {key}"
+            )
     dropped = [n for n in _DROPPED if getattr(job, n) != _DEFAULTS[n]]
     if dropped:
         result.messages.append(f"job {job.id!r}: cron has no {', '.join(dropped)}; exported without")
@@ -166,8 +206,8 @@ def _write(job: Job, writer: _Writer, result: ExportResult) -> None:
         )
 
 
-def _job_line(job: Job, fmt: str) -> str:
-    command = encode_command(_command_text(job) or "") or ""
+def _job_line(job: Job, fmt: str, dialect: str) -> str:
+    command = encode_command(_command_text(job) or "", dialect) or ""
     parts = [job.schedule]
     if fmt == SYSTEM and job.user:
         parts.append(job.user)
@@ -196,9 +236,9 @@ def _flat(job: Job) -> str:
     return text.replace("\n", "\\n")
 
 
-def _read_back(text: str, fmt: str, written: list[Job]) -> list[str]:
+def _read_back(text: str, fmt: str, written: list[Job], writer: _Writer) -> list[str]:
     """Parse the export as the importer would and name every job that would not come back the same."""
-    crontab = parse_crontab(text, "<export>", fmt)
+    crontab = parse_crontab(text, "<export>", fmt, writer.dialect, host_account=lambda _name: True)
     entries = crontab.entries
     messages = [
         f"the export does not read back cleanly: {d.message}"
@@ -208,7 +248,7 @@ def _read_back(text: str, fmt: str, written: list[Job]) -> list[str]:
     if len(entries) != len(written):
         return [*messages, f"the export reads back as {len(entries)} jobs, not {len(written)}"]
     for job, entry in zip(written, entries, strict=True):
-        differences = _differences(job, entry, fmt)
+        differences = _differences(job, entry, fmt, writer)
         if differences:
             messages.append(
                 f"job {job.id!r} reads back with a different {', '.join(differences)} "
@@ -219,12 +259,12 @@ def _read_back(text: str, fmt: str, written: list[Job]) -> list[str]:
     return messages
 
 
-def _differences(job: Job, entry: Entry, fmt: str) -> list[str]:
+def _differences(job: Job, entry: Entry, fmt: str, writer: _Writer) -> list[str]:
     wanted = {
         "schedule": job.schedule,
         "command": _command_text(job),
         "stdin": job.stdin if job.stdin is None or job.stdin.endswith("\n") else job.stdin + "\n",
-        "env": dict(job.env),
+        "env": _cron_env(job),
         "timezone": job.timezone,
         "jitter": int((job.jitter or 0) // 60) or None,
         "description": job.description.strip() if job.description else None,
@@ -235,7 +275,7 @@ def _differences(job: Job, entry: Entry, fmt: str) -> list[str]:
         "command": entry.command,
         "stdin": entry.stdin,
         "env": dict(entry.env),
-        "timezone": entry.cron_tz,
+        "timezone": writer.host_zone if writer.dialect == DEBIAN else entry.cron_tz,
         "jitter": entry.random_delay,
         "description": entry.description,
         "user": entry.user,

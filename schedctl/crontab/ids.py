@@ -35,6 +35,7 @@ _GUARDS = {
 }
 # Programs that run another program: the id names the one they run.
 _WRAPPERS = {
+    "command",  # `command X` runs X (but `command -v X` is a check: see _name_of)
     "nice",
     "ionice",
     "nohup",
@@ -219,6 +220,8 @@ def _segments(words: list[str]) -> list[list[str]]:
 
 
 def _name_of(segment: list[str]) -> str | None:
+    if _base(segment[0]) == "command" and segment[1:2] and segment[1] in ("-v", "-V"):
+        return None  # `command -v X > /dev/null && X ...` (sysstat): a check, the job is what follows
     words = _strip_wrappers(segment)
     if words and words[0].startswith("$") and "/" in words[0]:
         words[0] = _base(words[0])
@@ -227,9 +230,13 @@ def _name_of(segment: list[str]) -> str | None:
     program = _base(words[0]).lower()
     rest = words[1:]
     if program in _INTERPRETERS or re.fullmatch(r"python\d(\.\d+)?|php\d(\.\d+)?|perl\d", program):
-        if rest[:1] == ["-c"] and len(rest) > 1:
+        if rest[:1] in (["-c"], ["-e"]) and len(rest) > 1:
             inner = _segments(_words(rest[1]))
-            return next((n for s in inner if (n := _name_of(s))), None)
+            if inner and _base(inner[0][0]) == "sleep":
+                return None  # certbot's `perl -e 'sleep int(rand(43200))' && certbot renew`: a random delay
+            if rest[0] == "-c":
+                return next((n for s in inner if (n := _name_of(s))), None)
+            return slug(program) or None  # `perl -e CODE`: the code is no name
         if program in ("uv", "poetry", "pipenv") and rest[:1] == ["run"]:
             rest = rest[1:]
         script = next((w for w in rest if not w.startswith("-")), None)

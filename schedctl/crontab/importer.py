@@ -6,15 +6,15 @@ Order matters: every line is read and every problem found before anything is wri
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from schedctl.crondialect import resolve, skipped_name
 from schedctl.crontab.convert import Conversion, ImportOptions, check_options, convert
 from schedctl.crontab.diagnostics import error, errors_in, warning
-from schedctl.crontab.parse import Crontab, Entry, parse_crontab
+from schedctl.crontab.parse import MAX_BYTES, NOT_TEXT, TOO_LARGE, Crontab, Entry, parse_crontab
 from schedctl.crontab.write import write_atomic
 from schedctl.errors import (
     EXIT_CONFIG,
@@ -29,8 +29,9 @@ from schedctl.errors import (
 from schedctl.job import Job
 
 STDIN_NAME = "<stdin>"
-# Names cron itself skips in a cron.d folder: editor backups, package manager leftovers, hidden files.
-_SKIPPED_NAME = re.compile(r"^\.|~$|\.(rpmsave|rpmorig|rpmnew|dpkg-old|dpkg-dist|dpkg-new|dpkg-tmp|swp|bak)$")
+MAX_ERRORS_PER_FILE = 20
+NOT_A_CRONTAB_ERRORS = 3  # a file in a folder with this many errors and no job at all is named in one line  # then one line with the count of the rest: a wrong path must not flood the terminal
+_SHOWN_SKIPPED = 10  # skipped names listed in a folder's one-line note
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ImportRequest:
     paths: tuple[str, ...]
     options: ImportOptions
     fmt: str | None = None
+    dialect: str | None = None  # "debian", "cronie", or None/"auto": the host's (/etc/os-release)
+    os_release: str | None = None  # default: $SCHEDCTL_OS_RELEASE, else /etc/os-release
     output: str | None = None
     force: bool = False
     merge: bool = False
@@ -47,6 +50,8 @@ class ImportRequest:
 
 @dataclass
 class ImportOutcome:
+    dialect: str = ""
+    dialect_reason: str = ""
     crontabs: list[Crontab] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
@@ -66,7 +71,10 @@ def run_import(request: ImportRequest, now: datetime, read_stdin: Callable[[], b
     check_options(request.options)
     _check_output(request)
     outcome = ImportOutcome()
-    outcome.crontabs, outcome.diagnostics = read_crontabs(request.paths, request.fmt, read_stdin)
+    outcome.dialect, outcome.dialect_reason = resolve(request.dialect, request.os_release)
+    outcome.crontabs, outcome.diagnostics = read_crontabs(
+        request.paths, request.fmt, read_stdin, outcome.dialect
+    )
     try:
         taken = _existing_jobs(request, now)
     except ConfigError as exc:  # the --merge target itself is invalid: say so in the importer's format
@@ -136,10 +144,10 @@ def _finish(
             else existing.rstrip("\n") + "\n\n" + _tables_only(dump_jobs(outcome.jobs))
         )
         loads_jobs(text, request.output or "")  # the merged file must load, or nothing is written
-        private = any(j.env for j in [*taken.values(), *outcome.jobs])
+        private = any(j.env or j.mailto for j in [*taken.values(), *outcome.jobs])
     else:
         text = dump_jobs(outcome.jobs)
-        private = any(j.env for j in outcome.jobs)
+        private = any(j.env or j.mailto for j in outcome.jobs)
     outcome.text = text
     if request.output and not request.dry_run:
         write_atomic(request.output, text, private=private)
@@ -155,47 +163,107 @@ def _tables_only(text: str) -> str:
 
 
 def read_crontabs(
-    paths: tuple[str, ...], fmt: str | None, read_stdin: Callable[[], bytes]
+    paths: tuple[str, ...], fmt: str | None, read_stdin: Callable[[], bytes], dialect: str = "cronie"
 ) -> tuple[list[Crontab], list[Diagnostic]]:
     crontabs: list[Crontab] = []
     diagnostics: list[Diagnostic] = []
+    folder_of: dict[str, str] = {}
     for name in paths:
         if name == "-":
-            crontabs.append(parse_crontab(read_stdin(), STDIN_NAME, fmt))
+            crontabs.append(parse_crontab(read_stdin(), STDIN_NAME, fmt, dialect))
             continue
-        for file, problem in _files(Path(name), diagnostics):
-            if problem is None:
-                crontabs.append(_read_file(file, fmt, diagnostics))
+        path = Path(name)
+        for file in _files(path, diagnostics, dialect):
+            crontabs.append(_read_file(file, fmt, diagnostics, dialect))
+            if file != path:
+                folder_of[str(file)] = str(path)
+    # In a folder (`import /etc`, `import /bin`), files that are plainly no crontab are named together, one
+    # line per folder and kind, instead of a line (or twenty) each.
+    grouped: dict[tuple[str, str], list[str]] = {}
     for crontab in crontabs:
-        diagnostics.extend(crontab.diagnostics)
+        kind = _not_a_crontab(crontab) if crontab.file in folder_of else None
+        if kind:
+            grouped.setdefault((folder_of[crontab.file], kind), []).append(Path(crontab.file).name)
+            continue
+        diagnostics.extend(_capped(crontab.diagnostics, crontab.file))
+    for (folder, kind), names in grouped.items():
+        diagnostics.append(error(folder, None, f"{kind}: {_some(names)}"))
     return crontabs, diagnostics
 
 
-def _files(path: Path, diagnostics: list[Diagnostic]) -> list[tuple[Path, str | None]]:
+def _not_a_crontab(crontab: Crontab) -> str | None:
+    """Why a file found in a folder is plainly no crontab, or None."""
+    messages = [d.message for d in crontab.diagnostics]
+    if messages == [NOT_TEXT]:
+        return "not text files"
+    if messages == [TOO_LARGE]:
+        return TOO_LARGE.replace("; not a crontab", ", not crontabs")
+    if not crontab.entries and len(errors_in(crontab.diagnostics)) >= NOT_A_CRONTAB_ERRORS:
+        return "not crontabs (no line is a job cron would run; import one on its own to see why)"
+    return None
+
+
+def _some(names: list[str]) -> str:
+    more = len(names) - _SHOWN_SKIPPED
+    return ", ".join(names[:_SHOWN_SKIPPED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _capped(diagnostics: list[Diagnostic], file: str) -> list[Diagnostic]:
+    """A file's first MAX_ERRORS_PER_FILE errors (its warnings with them), then one line counting the rest."""
+    out: list[Diagnostic] = []
+    errors = 0
+    first_hidden: int | None = None
+    for d in diagnostics:
+        if d.severity == "error":
+            errors += 1
+            if errors > MAX_ERRORS_PER_FILE:
+                first_hidden = d.line if first_hidden is None else first_hidden
+                continue
+        elif errors >= MAX_ERRORS_PER_FILE:
+            continue
+        out.append(d)
+    if errors > MAX_ERRORS_PER_FILE:
+        out.append(
+            error(
+                file,
+                first_hidden,
+                f"{errors - MAX_ERRORS_PER_FILE} more errors from this line on, not shown (is this a crontab?)",
+            )
+        )
+    return out
+
+
+def _files(path: Path, diagnostics: list[Diagnostic], dialect: str) -> list[Path]:
+    """The files cron itself would read: a file as given; in a folder, the names ``dialect``'s cron reads."""
     if not path.is_dir():
-        return [(path, None)]
-    out: list[tuple[Path, str | None]] = []
+        return [path]
     try:
         children = sorted(path.iterdir())
     except OSError as exc:
         diagnostics.append(error(str(path), None, f"cannot read the folder: {exc.strerror or exc}"))
         return []
+    out: list[Path] = []
+    skipped: dict[str, list[str]] = {}
     for child in children:
-        if child.is_dir():
-            diagnostics.append(
-                warning(str(child), None, "a folder: not read (cron does not look in sub-folders)")
-            )
-        elif _SKIPPED_NAME.search(child.name):
-            diagnostics.append(warning(str(child), None, "not read: cron skips files with such names"))
+        why = "a folder (cron does not look in sub-folders)" if child.is_dir() else None
+        why = why or ("not a regular file" if not child.is_file() else skipped_name(child.name, dialect))
+        if why:
+            skipped.setdefault(why, []).append(child.name)
         else:
-            out.append((child, None))
+            out.append(child)
+    for why, names in skipped.items():
+        diagnostics.append(warning(str(path), None, f"not read: {_some(names)}: {why}"))
     return out
 
 
-def _read_file(file: Path, fmt: str | None, diagnostics: list[Diagnostic]) -> Crontab:
+def _read_file(file: Path, fmt: str | None, diagnostics: list[Diagnostic], dialect: str) -> Crontab:
     try:
+        if file.stat().st_size > MAX_BYTES:  # never read a mistaken 100 MB binary into memory
+            return Crontab(
+                str(file), fmt or "user", "", dialect, diagnostics=[error(str(file), None, TOO_LARGE)]
+            )
         data = file.read_bytes()
     except OSError as exc:
         diagnostics.append(error(str(file), None, f"cannot read: {exc.strerror or exc}"))
-        return Crontab(str(file), fmt or "user", "")
-    return parse_crontab(data, str(file), fmt)
+        return Crontab(str(file), fmt or "user", "", dialect)
+    return parse_crontab(data, str(file), fmt, dialect)

@@ -16,37 +16,52 @@ What cron does, and so what this does:
   refuses to install such a file. A job on that line is reported as an error (it never ran under cron).
 
 Schedules are checked by ``schedctl.cron.validate_expression``, the same check the TOML loader uses.
+
+Debian's cron (Vixie cron 3.0 with Debian's patches, ``--dialect debian``) differs, and each difference follows
+what its ``crontab(1)`` (cron 3.0pl1-162, Debian 12) was seen to accept and its manual pages say:
+
+* no ``-`` prefix (a ``-`` first is "bad minute"); no ``CRON_TZ`` or ``RANDOM_DELAY`` (plain variables there);
+* ``NAME=`` with nothing after it is not a setting (``MAILTO=`` is "bad minute"); ``MAILTO=""`` is;
+* ``\\\\`` in a command is one backslash (``schedctl.crontab.percent``);
+* a system crontab's line whose user does not exist is skipped by cron (reported per line here).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import PurePath
 from types import MappingProxyType
 
+from schedctl.crondialect import CRONIE, DEBIAN
+from schedctl.crontab.accounts import exists_here, is_known_account
 from schedctl.crontab.diagnostics import error, one_line, warning
+from schedctl.crontab.fileformat import (
+    ACCOUNT,
+    SYSTEM,
+    USER,
+    detect_format,
+    empty_setting,
+    parse_env,
+    split_tokens,
+)
 from schedctl.crontab.percent import split_percent
 from schedctl.errors import Diagnostic, SchedctlError
 
-SYSTEM = "system"
-USER = "user"
-MAX_BYTES = 16 * 1024 * 1024  # a crontab is small; this bounds memory for a mistaken path
+NOT_TEXT = "not a text file"
+MAX_BYTES = 16 * 1024 * 1024
+# A crontab is small; this bounds memory for a mistaken path.
+TOO_LARGE = f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab"
 
 # Variables cron itself consumes; the job's definition carries them as `timezone` and `jitter`.
 CONSUMED = ("CRON_TZ", "RANDOM_DELAY")
 
 _MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 _BLANKS = " \t"  # cron's Skip_Blanks: only space and tab separate fields
-_TOKEN = re.compile(r"[^ \t]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# An account name as useradd and systemd accept it; a path, a '*' or a number is not one.
-_ACCOUNT = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?\Z")
 # What a cron time field looks like, to catch a sixth (seconds) field before it is run as a command or user.
 _FIELD_LIKE = re.compile(r"[0-9*?][0-9*?,/LW#-]*\Z|[0-9*,/-]*[LW#?][0-9*,/LW#-]*\Z")
 _ID_HINT = re.compile(r"schedctl:\s*id=(\S+)\s*\Z")
-_EXPORT_HEADER = re.compile(r"schedctl export\b.*\bformat: (system|user)\b")
 # Legend lines of Debian's /etc/crontab and of `crontab -e`'s template: boilerplate, never a description.
 _LEGEND = re.compile(
     r"\bm\s+h\s+dom\s+mon\s+dow\b|minute\s*\(0\s*-\s*59\)|example of job definition|edit this file to introduce"
@@ -82,6 +97,7 @@ class Crontab:
     file: str
     format: str
     format_reason: str
+    dialect: str = CRONIE
     entries: list[Entry] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
@@ -97,7 +113,10 @@ class _Line:
 class _State:
     """What cron carries from line to line: the environment, and the comment block above the next job."""
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: str, host_account: Callable[[str], bool]) -> None:
+        self.dialect = dialect
+        self.host_account = host_account
+        self.continued_from: int | None = None  # the line above ended with a '\\' (cron has no continuation)
         self.env: dict[str, str] = {}
         self.cron_tz: str | None = None
         self.bad_tz_line: int | None = None
@@ -113,22 +132,49 @@ class _State:
 # ---------------------------------------------------------------------------------------------- entry point
 
 
-def parse_crontab(data: bytes | str, file: str, fmt: str | None = None) -> Crontab:
-    """Every job of one crontab, with a diagnostic for every line that cron would not run as written."""
+def parse_crontab(
+    data: bytes | str,
+    file: str,
+    fmt: str | None = None,
+    dialect: str = CRONIE,
+    known_account: Callable[[str], bool] = is_known_account,
+    host_account: Callable[[str], bool] = exists_here,
+) -> Crontab:
+    """Every job of one crontab, with a diagnostic for every line that cron (``dialect``'s) would not run as
+    written. ``known_account``: whether a name may be an account (the user-column guess); ``host_account``:
+    whether it is one on this host (Debian's cron skips other lines). Both injectable for tests."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > MAX_BYTES:
-        result = Crontab(file, fmt or USER, "")
-        result.diagnostics.append(
-            error(file, None, f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab")
-        )
+        result = Crontab(file, fmt or USER, "", dialect)
+        result.diagnostics.append(error(file, None, TOO_LARGE))
+        return result
+    if _is_binary(raw[:8192]):
+        result = Crontab(file, fmt or USER, "", dialect)
+        result.diagnostics.append(error(file, None, NOT_TEXT))
         return result
     lines = _split_lines(raw)
-    chosen, reason = (fmt, "--format") if fmt else detect_format(file, lines)
-    result = Crontab(file, chosen, reason)
-    state = _State()
+    unsure = None
+    if fmt:
+        chosen, reason = fmt, "--format"
+    else:
+        chosen, reason, unsure = detect_format(file, [(n.number, n.text) for n in lines], known_account)
+    result = Crontab(file, chosen, reason, dialect)
+    if unsure:
+        result.diagnostics.append(error(file, None, unsure))
+        return result
+    state = _State(dialect, host_account)
     for line in lines:
         _read_line(line, state, result)
     return result
+
+
+def _is_binary(sample: bytes) -> bool:
+    """An executable, an archive, an image: one line for the whole file rather than one per "line" of it."""
+    if sample.startswith((b"\x7fELF", b"\x1f\x8b", b"PK\x03\x04", b"\x89PNG", b"%PDF")):
+        return True
+    text = sample.decode("utf-8", "replace")
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in "\t\n\r\f"))
+    return len(text) >= 16 and odd * 10 > len(text)
 
 
 def _split_lines(raw: bytes) -> list[_Line]:
@@ -157,50 +203,6 @@ def _split_lines(raw: bytes) -> list[_Line]:
 # ---------------------------------------------------------------------------------------------- format
 
 
-def detect_format(file: str, lines: list[_Line]) -> tuple[str, str]:
-    """System (a user column after the schedule) or user crontab, and why."""
-    path = PurePath(file)
-    if path.name == "crontab" and path.parent.name == "etc":
-        return SYSTEM, "/etc/crontab"
-    if path.parent.name == "cron.d":
-        return SYSTEM, "a file in cron.d"
-    for line in lines:
-        if line.text.startswith("#"):
-            header = _EXPORT_HEADER.search(line.text)
-            if header:
-                return header.group(1), "written by schedctl export"
-    columns = [_sixth_token(line.text) for line in lines if _is_job_line(line.text)]
-    columns = [c for c in columns if c is not None]
-    if columns and all(c is not None and _ACCOUNT.match(c) for c in columns) and "root" in columns:
-        return SYSTEM, "every job line has a user column"
-    return USER, "no user column"
-
-
-def _is_job_line(text: str) -> bool:
-    return (
-        bool(text)
-        and not text.startswith("#")
-        and _parse_env(text) is None
-        and not text.startswith("@reboot")
-    )
-
-
-def _sixth_token(text: str) -> str | None:
-    tokens = _tokens(text.removeprefix("-"), 7)
-    wanted = 1 if tokens and tokens[0][0].startswith("@") else 5
-    return tokens[wanted][0] if len(tokens) > wanted + 1 else None
-
-
-def _tokens(text: str, limit: int) -> list[tuple[str, int]]:
-    """Up to ``limit`` blank-separated tokens, each with the offset just past it."""
-    out: list[tuple[str, int]] = []
-    for match in _TOKEN.finditer(text):
-        out.append((match.group(), match.end()))
-        if len(out) == limit:
-            break
-    return out
-
-
 # ---------------------------------------------------------------------------------------------- lines
 
 
@@ -208,22 +210,68 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
     text = line.text
     if not text:
         state.reset_block()
+        state.continued_from = None
         return
     if text.startswith("#"):
         if line.bad_byte:
             state.reset_block()  # cron does not mind; a description must be text
         else:
             _read_comment(text[1:], state)
+        state.continued_from = None
         return
-    setting = _parse_env(text)
-    if setting is not None:
-        _read_env(line, setting, state, result)
-        state.reset_block()
-        return
+    before = len(result.diagnostics)
+    is_job = False
     try:
-        _read_job(line, state, result)
+        setting = parse_env(text)
+        empty = empty_setting(text) if state.dialect == DEBIAN else None
+        if empty is not None:
+            # Debian's crontab(1) rejects `MAILTO=` ("bad minute"): its load_env needs a value after the '='.
+            _report(
+                result,
+                line,
+                f"'{empty}=' with nothing after it: Debian's cron does not read this as a setting and rejects "
+                f'the line (crontab(1): bad minute); write {empty}="" for an empty value',
+            )
+        elif setting is not None:
+            _read_env(line, setting, state, result)
+        else:
+            is_job = True
+            _read_job(line, state, result)
     finally:
         state.reset_block()
+        _explain_continuation(line, state, result, before, is_job)
+
+
+def _explain_continuation(line: _Line, state: _State, result: Crontab, before: int, is_job: bool) -> None:
+    """cron has no line continuation: a line ending in '\\' runs as it is, and the next is read on its own."""
+    above = state.continued_from
+    state.continued_from = line.number if is_job and _ends_with_backslash(line.text) else None
+    if state.continued_from is not None:
+        _report(
+            result,
+            line,
+            "ends with '\\': cron has no line continuation; it runs this line as it stands, the '\\' "
+            "included, and reads the next line on its own",
+            severity="warning",
+        )
+    if above is None:
+        return
+    for index in range(before, len(result.diagnostics)):
+        d = result.diagnostics[index]
+        if d.severity == "error" and d.line == line.number:
+            result.diagnostics[index] = error(
+                d.file,
+                d.line,
+                one_line(
+                    f"line {above} ends with '\\', but cron has no line continuation: it reads this line on "
+                    f"its own and rejects it ({d.message})"
+                ),
+            )
+
+
+def _ends_with_backslash(text: str) -> bool:
+    stripped = text.rstrip(_BLANKS)
+    return (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1
 
 
 def _read_comment(body: str, state: _State) -> None:
@@ -245,57 +293,6 @@ def _report(result: Crontab, line: _Line, message: str, *, severity: str = "erro
 # ---------------------------------------------------------------------------------------------- environment
 
 
-def _parse_env(text: str) -> tuple[str, str] | None:
-    """cronie's load_env state machine: (name, value), or None when cron reads the line as a job."""
-    name: list[str] = []
-    value: list[str] = []
-    state, quote, i = "NAMEI", "", 0
-    while i < len(text):
-        c = text[i]
-        if state in ("NAMEI", "VALUEI"):
-            if c in "'\"":
-                quote = c
-                i += 1
-            state = "NAME" if state == "NAMEI" else "VALUE"
-            continue
-        if state in ("NAME", "VALUE"):
-            out = name if state == "NAME" else value
-            if quote:
-                if c == quote:
-                    state = "EQ1" if state == "NAME" else "FINI"
-                    i += 1
-                    continue
-                if state == "NAME" and c == "=":
-                    return None
-            elif state == "NAME":
-                if c.isspace():
-                    state, i = "EQ1", i + 1
-                    continue
-                if c == "=":
-                    state = "EQ1"
-                    continue
-            out.append(c)
-            i += 1
-        elif state == "EQ1":
-            if c == "=":
-                state, quote = "EQ2", ""
-            elif not c.isspace():
-                return None
-            i += 1
-        else:  # EQ2, FINI: skip blanks; anything else starts the value, or (after a quote) is an error
-            if c.isspace():
-                i += 1
-            elif state == "EQ2":
-                state = "VALUEI"
-            else:
-                return None
-    if state == "VALUE" and not quote:
-        return "".join(name), "".join(value).rstrip()
-    if state in ("FINI", "EQ2"):  # EQ2: `NAME=` with nothing after it, an empty value (cronie >= 1.5.3)
-        return "".join(name), "".join(value)
-    return None
-
-
 def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Crontab) -> None:
     name, value = setting
     if not line.terminated:
@@ -312,7 +309,17 @@ def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Cron
         if name == "CRON_TZ":
             state.cron_tz, state.bad_tz_line = None, line.number
         return
-    if name == "CRON_TZ":
+    if name in CONSUMED and state.dialect == DEBIAN:
+        # Debian's cron has neither (no CRON_TZ, no RANDOM_DELAY in its entry.c/env.c): a plain variable.
+        _report(
+            result,
+            line,
+            f"{name} means nothing to Debian's cron: it stays in the jobs' env"
+            + (", and their zone comes from --timezone" if name == "CRON_TZ" else ", and no delay is added"),
+            severity="warning",
+        )
+        state.env[name] = value
+    elif name == "CRON_TZ":
         _set_cron_tz(line, value, state, result)
     elif name == "RANDOM_DELAY":
         _set_random_delay(line, value, state, result)
@@ -368,6 +375,14 @@ def _set_random_delay(line: _Line, value: str, state: _State, result: Crontab) -
 
 
 def _read_job(line: _Line, state: _State, result: Crontab) -> None:
+    if line.text.startswith("-") and state.dialect == DEBIAN:
+        _report(
+            result,
+            line,
+            "a '-' before the schedule (cronie's 'no syslog line' mark): Debian's cron rejects this line "
+            "(crontab(1): bad minute)",
+        )
+        return
     text = line.text.removeprefix("-")  # cronie: '-' first silences the syslog line; nothing else changes
     if line.bad_byte:
         _report(
@@ -377,7 +392,7 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
     if "\x00" in text:
         _report(result, line, "a NUL character: cron would cut the line there")
         return
-    parsed = _schedule_and_rest(line, text, result)
+    parsed = _schedule_and_rest(line, text, result, state.dialect)
     if parsed is None:
         return
     if line.text.startswith("-") and result.format == USER:
@@ -394,12 +409,20 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
         if split is None:
             return
         user, rest = split
+        if state.dialect == DEBIAN and not state.host_account(user):
+            _report(
+                result,
+                line,
+                f"user '{user}' does not exist on this host: Debian's cron skips this line here (imported: "
+                "it runs where the user exists)",
+                severity="warning",
+            )
     else:
         user = None
         if looks_like_field(rest):
             _report(result, line, _six_fields(rest))
             return
-    command, stdin = split_percent(rest)
+    command, stdin = split_percent(rest, state.dialect)
     command = _strip_trailing_blanks(command)
     if not command:
         _report(result, line, "a schedule with no command" + (" (the line starts with '%')" if stdin else ""))
@@ -433,10 +456,10 @@ def _read_job(line: _Line, state: _State, result: Crontab) -> None:
     )
 
 
-def _schedule_and_rest(line: _Line, text: str, result: Crontab) -> tuple[str, str] | None:
+def _schedule_and_rest(line: _Line, text: str, result: Crontab, dialect: str) -> tuple[str, str] | None:
     from schedctl.cron import validate_expression
 
-    tokens = _tokens(text, 5)
+    tokens = split_tokens(text, 5)
     if not tokens:
         _report(result, line, "a '-' with no schedule after it")
         return None
@@ -477,7 +500,7 @@ def _schedule_and_rest(line: _Line, text: str, result: Crontab) -> tuple[str, st
         schedule, end = " ".join(t for t, _ in tokens), tokens[-1][1]
     rest = text[end:].lstrip(_BLANKS)
     try:
-        validate_expression(schedule)
+        validate_expression(schedule, dialect=dialect)
     except SchedctlError as exc:
         # `0 30 2 * * * cmd` fails as five fields; the real mistake is the sixth (seconds) one.
         _report(result, line, _six_fields(rest) if rest and looks_like_field(rest) else str(exc))
@@ -489,13 +512,13 @@ def _schedule_and_rest(line: _Line, text: str, result: Crontab) -> tuple[str, st
 
 
 def _user_column(line: _Line, rest: str, result: Crontab) -> tuple[str, str] | None:
-    tokens = _tokens(rest, 1)
+    tokens = split_tokens(rest, 1)
     user, end = tokens[0]
     command = rest[end:].lstrip(_BLANKS)
     if _FIELD_LIKE.match(user):
         _report(result, line, _six_fields(rest))
         return None
-    if not _ACCOUNT.match(user):
+    if not ACCOUNT.match(user):
         why = "a path" if "/" in user else "not an account name"
         hint = " (is this a user crontab? pass --format user)" if "/" in user or not command else ""
         _report(result, line, f"the user column '{user}' cannot be an account name: it is {why}{hint}")
@@ -507,12 +530,12 @@ def _user_column(line: _Line, rest: str, result: Crontab) -> tuple[str, str] | N
 
 
 def looks_like_field(rest: str) -> bool:
-    first = _tokens(rest, 1)[0][0]
+    first = split_tokens(rest, 1)[0][0]
     return bool(_FIELD_LIKE.match(first))
 
 
 def _six_fields(rest: str) -> str:
-    first = _tokens(rest, 1)[0][0]
+    first = split_tokens(rest, 1)[0][0]
     return (
         f"6 time fields: cron has no seconds field, so '{first}' would be run as the command (or read "
         "as the user); write the 5-field schedule (a 6-field one with seconds belongs in the TOML)"

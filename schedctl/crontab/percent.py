@@ -8,16 +8,24 @@ Writing (export) is the inverse where one exists; ``None`` means no crontab line
 
 from __future__ import annotations
 
+DEBIAN = "debian"  # schedctl.crondialect.DEBIAN, without importing the package here
 
-def split_percent(text: str) -> tuple[str, str | None]:
-    """cron's % rule: (command, standard input as cron writes it, or None when it writes nothing)."""
+
+def split_percent(text: str, dialect: str = "cronie") -> tuple[str, str | None]:
+    """cron's % rule: (command, standard input as cron writes it, or None when it writes nothing).
+
+    Debian's cron also collapses ``\\`` in the command to one backslash (cronie keeps both): Vixie cron 3.0's
+    child_process() does ``if (ch == '%' || ch == '\\') *--p = ch;`` (as FreeBSD's copy of that do_command.c
+    reads), where cronie's do_command.c tests only ``ch == '%'``. Debian's own patched source was not at hand
+    (no deb-src here); its crontab(1) accepts such lines, and this is what issue 17 reports its daemon doing.
+    """
     command: list[str] = []
     escaped = False
     for index, ch in enumerate(text):
         if escaped:
             if ch == "%":
                 command[-1] = "%"  # the backslash that escaped it is dropped
-            else:
+            elif ch != "\\" or dialect != DEBIAN:
                 command.append(ch)
             escaped = False
             continue
@@ -51,8 +59,10 @@ def stdin_as_cron_writes(data: str) -> str | None:
     return "".join(out)
 
 
-def encode_command(command: str) -> str | None:
+def encode_command(command: str, dialect: str = "cronie") -> str | None:
     """The command as written on a crontab line so cron reads back ``command``; None when impossible."""
+    if dialect == DEBIAN:
+        return _encode_debian(command)
     out: list[str] = []
     escaped = False  # whether cron's reader would be right after an escaping backslash
     for ch in command:
@@ -79,3 +89,20 @@ def encode_stdin(stdin: str) -> tuple[str, bool] | None:
     if stdin_as_cron_writes(raw) == stdin + "\n":
         return raw, False
     return None
+
+
+def _encode_debian(command: str) -> str | None:
+    """Debian reads ``\\\\`` as one backslash: double each backslash that a backslash, a ``%`` or the line's end
+    follows, so every other backslash stays as the reader wrote it."""
+    if "\n" in command:
+        return None
+    out: list[str] = []
+    for index, ch in enumerate(command):
+        if ch == "%":
+            out.append("\\%")
+        elif ch == "\\" and (index + 1 == len(command) or command[index + 1] in "\\%"):
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    text = "".join(out)
+    return text if split_percent(text, DEBIAN) == (command, None) else None

@@ -28,12 +28,16 @@ def rows(jobs: Iterable[Job], now: datetime) -> list[Row]:
 
 def notes(jobs: list[Job], skipped_reboot: int) -> list[str]:
     out = []
-    mailed = [j.id for j in jobs if j.env.get("MAILTO", None) != ""]
-    if mailed:
+    unset = [j.id for j in jobs if j.mailto is None]
+    if unset:
+        shown = ", ".join(unset[:8]) + (f" and {len(unset) - 8} more" if len(unset) > 8 else "")
         out.append(
-            "schedctl sends no mail. cron mailed the output of "
-            f"{len(mailed)} of these jobs (to MAILTO, or to the crontab's owner when MAILTO is unset); MAILTO "
-            'stays in each job\'s env: use on_failure (e.g. on_failure = "mail -s failed $MAILTO") to be told.'
+            f"cron mailed the output of {len(unset)} of these jobs to the crontab's owner (no MAILTO): {shown}; "
+            "set mailto in the TOML to keep that mail (workers send it with serve --smtp URL)."
+        )
+    if any(j.mailto for j in jobs):
+        out.append(
+            "jobs with mailto mail their output as cron did only when the workers run with --smtp URL."
         )
     if jobs:
         out.append(

@@ -171,6 +171,16 @@ LAST_SUCCESS = JobGauge(
     registry=REGISTRY,
 )
 
+# -- mail (worker; schedctl.mail) --------------------------------------------------------------------------
+MAILS_SENT = Counter(
+    "schedctl_mails_sent_total", "Run-output mails the SMTP server accepted.", registry=REGISTRY
+)
+MAIL_FAILURES = Counter(
+    "schedctl_mail_failures_total",
+    "Run-output mails not sent: the SMTP server refused or could not be reached, or the queue was full.",
+    registry=REGISTRY,
+)
+
 # -- queue (sampled from the database by observability.queue.sample_queue) --------------------------------
 QUEUE_DEPTH = Gauge(
     "schedctl_queue_depth",

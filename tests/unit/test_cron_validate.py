@@ -16,7 +16,6 @@ ACCEPTED = [
     "*/5 * * * *",
     "0 0 * * *",
     "0-59/15 0-23 1-31 1-12 0-7",
-    "5/10 * * * *",  # N/step: N through the end of the field (cronie, Debian cron)
     "0 0 * * mon-fri",
     "0 0 * * MON-Fri",
     "0 0 * * mon-5",  # Vixie cron reads a name or a number at each end of a range
@@ -37,7 +36,7 @@ ACCEPTED = [
     "@monthly",
     "@yearly",
     "@annually",
-    "@Daily",
+    "0 0 * * mon-sun",  # cronie reads an end of 0 (Sunday) in a day-of-week range as 7
 ]
 
 REFUSED = [
@@ -51,6 +50,7 @@ REFUSED = [
     ("* * * * 8", "day of week", "8 is out of range (0-7)"),
     ("5-1 * * * *", "minute", "reversed"),
     ("* * * * fri-mon", "day of week", "reversed"),
+    ("5/10 * * * *", "minute", "a step only after a range or '*'"),  # cronie get_range; Debian the same
     ("*/0 * * * *", "minute", "at least 1"),
     ("*/x * * * *", "minute", "not a number"),
     ("*/mon * * * *", "minute", "not a number"),
@@ -88,6 +88,7 @@ REFUSED_WHOLE = [
     ("@reboot", "@reboot is not a schedule"),
     ("@every 5m", "@every is not cron syntax"),
     ("@fortnightly", "unknown macro"),
+    ("@Daily", "lower case only"),  # a job file reads cron syntax as cronie does (strcmp)
 ]
 
 
@@ -180,3 +181,31 @@ def test_zone_names_come_from_tzdata_not_the_host(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(zoneinfo, "TZPATH", ())
     load_zone.cache_clear()
     assert load_zone("Europe/London").utcoffset(datetime(2026, 7, 1)).total_seconds() == 3600  # type: ignore[union-attr]
+
+
+# Where Debian's cron and cronie read a schedule differently, each dialect follows its own cron.
+DIALECT_CASES = [
+    # (expression, cronie: None = accepted / message part, debian: None / message part)
+    ("0 0 * * mon-sun", None, "Debian's cron accepts this line and never runs it"),
+    ("0 0 * * 1-0", None, "Debian's cron accepts this line and never runs it"),
+    ("0 22-6 * * *", "cronie rejects this line", "Debian's cron accepts this line and never runs it"),
+    ("5/15 * * * *", "a step only after a range", "a step only after a range"),
+    ("0 0 30 2 *", "cron accepts this line and never runs it", "Debian's cron accepts this line and never"),
+]
+
+
+@pytest.mark.parametrize(("expr", "cronie", "debian"), DIALECT_CASES)
+def test_each_dialect_reads_schedules_as_its_cron(expr: str, cronie: str | None, debian: str | None) -> None:
+    for dialect, expected in (("cronie", cronie), ("debian", debian)):
+        if expected is None:
+            validate_expression(expr, now=NOW, dialect=dialect)
+            continue
+        with pytest.raises(ScheduleError) as info:
+            validate_expression(expr, now=NOW, dialect=dialect)
+        assert expected in str(info.value), (dialect, str(info.value))
+
+
+def test_cronie_mon_sun_is_every_day() -> None:
+    from schedctl.cronexpr import parse_expression
+
+    assert parse_expression("0 0 * * mon-sun").dows == (0, 1, 2, 3, 4, 5, 6)

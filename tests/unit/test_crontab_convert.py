@@ -95,7 +95,7 @@ def test_jobs_get_everything_cron_gave_them() -> None:
         "postgres",
         300.0,
     )
-    assert dict(job.env) == {"SHELL": "/bin/bash", "MAILTO": "ops@example.com"}
+    assert (dict(job.env), job.mailto) == ({"SHELL": "/bin/bash"}, ("ops@example.com",))
     assert (job.source, job.description) == ("etc/cron.d/db:6", "Nightly dump.")
 
 
@@ -156,9 +156,43 @@ def test_host_maintenance_is_imported_with_a_warning() -> None:
     result = convert(entries(text, SYSTEM), ImportOptions("UTC", "skip"), NOW)
     assert [j.id for j in result.jobs] == ["run-parts-etc-cron-daily"]
     assert [render(d) for d in result.diagnostics] == [
-        "tab:1: warning: host maintenance (run-parts /etc/cron.daily, behind an anacron guard): imported, but it "
-        "would run on a worker, not on this host; delete it from the TOML if it must stay with the host"
+        "tab:1: warning: host upkeep (run-parts /etc/cron.daily, behind an anacron guard: runs this host's own "
+        "/etc/cron.daily scripts): imported, but it would run on a worker, not on this host; delete it from the "
+        "TOML if it must stay with the host"
     ]
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        (
+            "test -x /usr/bin/certbot -a \\! -d /run/systemd/system && perl -e 'sleep int(rand(43200))' && certbot -q renew",
+            "certbot renew",
+        ),
+        (
+            "if [ -x /usr/share/mdadm/checkarray ] && [ $(date +%d) -le 7 ]; then /usr/share/mdadm/checkarray --cron --all; fi",
+            "mdadm checkarray",
+        ),
+        (
+            "test -e /run/systemd/system || SERVICE_MODE=1 /usr/lib/x86_64-linux-gnu/e2fsprogs/e2scrub_all_cron",
+            "e2scrub",
+        ),
+        ("command -v debian-sa1 > /dev/null && debian-sa1 1 1", "sysstat"),
+        ("if [ -x /usr/share/atop/atop.daily ]; then /usr/share/atop/atop.daily & fi", "atop"),
+        ("[ -x /usr/lib/ntpsec/rotate-stats ] && /usr/lib/ntpsec/rotate-stats", "ntpsec"),
+        ("test -x /usr/sbin/apticron && /usr/sbin/apticron --cron", "apt"),
+        ("[ -d /run/systemd/system ] || /usr/local/bin/cleanup", "a systemd guard"),
+        (
+            "test -x /usr/share/awstats/tools/update.sh && /usr/share/awstats/tools/update.sh",
+            "guarded by `test -x`",
+        ),
+    ],
+)
+def test_host_upkeep_idioms_say_why(command: str, why: str) -> None:
+    from schedctl.crontab.upkeep import host_upkeep
+
+    assert (host_upkeep(command) or "").startswith(why)
+    assert host_upkeep("/usr/local/bin/backup-db --full") is None
 
 
 @settings(max_examples=150, deadline=None)

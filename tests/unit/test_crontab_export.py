@@ -146,12 +146,30 @@ def test_settings_cron_does_not_have_are_reported() -> None:
 
 def test_an_env_cron_cannot_unset_is_reported() -> None:
     jobs = [
-        job(id="a", command="/bin/a", env={"MAILTO": "x@example.com"}, source="f:1"),
+        job(id="a", command="/bin/a", env={"PATH": "/opt/bin"}, source="f:1"),
         job(id="b", command="/bin/b", source="f:2"),
     ]
     assert export_crontab(jobs).messages == [
         "job 'b' reads back with a different env (cron cannot unset a variable set above it)"
     ]
+
+
+def test_mailto_is_written_as_cron_s_mailto() -> None:
+    jobs = [
+        job(
+            id="a",
+            command="/bin/a",
+            mailto=("ops@example.com", "root"),
+            mailfrom="cron@example.com",
+            source="f:1",
+        ),
+        job(id="b", command="/bin/b", mailto=(), mailfrom="cron@example.com", source="f:2"),
+    ]
+    result = export_crontab(jobs)
+    body = [line for line in result.text.splitlines() if line and not line.startswith("#")]
+    assert body[:2] == ["MAILTO=ops@example.com,root", "MAILFROM=cron@example.com"]
+    assert 'MAILTO=""' in body
+    assert result.messages == []
 
 
 # ---------------------------------------------------------------------------------------------- % encoding
@@ -212,6 +230,8 @@ def single_jobs(draw: st.DrawFn) -> Job:
         command=command,
         stdin=draw(st.none() | _WORDS | _WORDS.map(lambda s: s + "\n")),
         env=draw(_ENV),
+        mailto=draw(st.none() | st.sampled_from([(), ("ops@example.com",), ("a@example.com", "root")])),
+        mailfrom=draw(st.none() | st.just("cron@example.com")),
         user=draw(st.none() | st.sampled_from(["root", "www-data"])),
         jitter=draw(st.none() | st.sampled_from([60.0, 600.0])),
         description=draw(st.none() | st.sampled_from(["Nightly.", "Two\nlines"])),

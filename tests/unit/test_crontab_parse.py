@@ -306,7 +306,7 @@ BROKEN = [
     ("month 13", "0 0 * 13 * x\n", USER, "month: 13 is out of range (1-12)"),
     ("weekday 8", "0 0 * * 8 x\n", USER, "day of week: 8 is out of range (0-7)"),
     ("step 0", "*/0 * * * * x\n", USER, "minute: step '/0' must be at least 1"),
-    ("reversed range", "0 5-1 * * * x\n", USER, "hour: range '5-1' is reversed; cron does not wrap ranges"),
+    ("reversed range", "0 5-1 * * * x\n", USER, "hour: range '5-1' is reversed: cronie rejects this line"),
     ("unknown month", "0 0 * foo * x\n", USER, "month: unknown name 'foo'"),
     ("unknown weekday", "0 0 * * monday x\n", USER, "day of week: unknown name 'monday'"),
     ("no command", "0 1 * * *\n", USER, "a schedule with no command"),
