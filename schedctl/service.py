@@ -90,6 +90,7 @@ def serve(config: ServeConfig) -> int:
             warn_job_users(jobs, config.worker.run_as_job_user)
 
     store = open_store(config.db_url)
+    _refuse_missing_sqlite_file(store, config.migrate)
     log.info(
         "schedctl serve starting: role %s, identity %s, %d jobs",
         config.role,
@@ -177,7 +178,7 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
     """
     from sqlalchemy.exc import DBAPIError
 
-    from schedctl.store import describe_target, translate_error
+    from schedctl.store import access, describe_target, translate_error
     from schedctl.store import migrate as migrations
 
     delay, waiting = START_BACKOFF_MIN, False
@@ -187,6 +188,7 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
                 if migrate:
                     migrations.upgrade(store)
                 migrations.require_current(store)
+                access.require_writes(store)  # a read-only user is a configuration error, not an outage
             except DBAPIError as exc:
                 raise translate_error(exc, store.url) from exc
         except SchemaMismatch:
@@ -202,6 +204,24 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
             log.info("database reachable: %s", describe_target(store.url), extra={"event": "db_available"})
         return True
     return False
+
+
+def _refuse_missing_sqlite_file(store: Any, migrate: bool) -> None:
+    """Without --migrate a new SQLite file could only be refused for having no schema; connecting to check
+    would leave an empty file behind. Say what to run before anything creates it."""
+    from schedctl.store import describe_target, urls
+
+    file = store.sqlite_file
+    if file is None or migrate or file.startswith("file:") or Path(file).exists():
+        return
+    store.dispose()
+    problem = urls.missing_sqlite_folder(store.url)
+    if problem is not None:
+        raise problem
+    raise SchemaMismatch(
+        f"{describe_target(store.url)} does not exist: run `schedctl db upgrade` to create it, "
+        "or serve with --migrate"
+    )
 
 
 def load_job_files(path: str | None) -> dict[str, Job]:

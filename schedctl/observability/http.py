@@ -78,18 +78,19 @@ class ReadinessCheck:
         try:
             from sqlalchemy import text
 
-            from schedctl.store import migrate
+            from schedctl.store import access, migrate
 
             with self.store.connect() as conn:
                 conn.execute(text("SELECT 1"))
             status = migrate.check(self.store)
+            if not status.ok:
+                return Readiness(
+                    False,
+                    f"schema at {status.current}, this schedctl needs {status.head}: run `schedctl db upgrade`",
+                )
+            access.require_writes(self.store)  # answering but refusing our writes is not ready either
         except Exception as exc:  # any failure is "not ready", said in one line; the process stays up
             return Readiness(False, f"database not usable: {_one_line(exc)}")
-        if not status.ok:
-            return Readiness(
-                False,
-                f"schema at {status.current}, this schedctl needs {status.head}: run `schedctl db upgrade`",
-            )
         return Readiness(True, "ok")
 
 

@@ -22,6 +22,7 @@ from sqlalchemy.exc import (
 )
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
+from schedctl.store import access, urls
 
 DEFAULT_URL = "sqlite:///schedctl.db"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -46,13 +47,14 @@ def parse_url(url: str | URL) -> URL:
         raise StoreError("invalid database URL: the port is not a number") from None
     if parsed.drivername in _DEFAULT_DRIVERS:
         parsed = parsed.set(drivername=_DEFAULT_DRIVERS[parsed.drivername])
+    urls.check_parsed(parsed)
     return parsed
 
 
 def safe_url(url: str | URL) -> str:
     """The URL as it may appear in output and logs: never the password."""
     try:
-        return parse_url(url).render_as_string(hide_password=True)
+        return urls.masked(parse_url(url))
     except StoreError:
         return "<invalid database URL>"
 
@@ -112,11 +114,18 @@ class Store:
 def translate_error(exc: Exception, url: URL) -> StoreError:
     """A driver error as one line naming the target, never the password."""
     target = describe_target(url)
+    first_line = urls.scrub(_first_line(exc), url)
+    refusal = access.refusal(exc, target, first_line)
+    if refusal is not None:
+        return refusal
+    no_folder = urls.missing_sqlite_folder(url)
+    if no_folder is not None:
+        return no_folder
     if isinstance(exc, DBAPIError) and exc.connection_invalidated or _is_connect_error(exc):
-        return StoreUnavailable(f"cannot reach {target}: {_first_line(exc)}")
+        return StoreUnavailable(f"cannot reach {target}: {first_line}")
     if _is_conflict(exc):
-        return StoreConflict(f"transaction aborted by {target}: {_first_line(exc)}")
-    return StoreError(f"database error on {target}: {_first_line(exc)}")
+        return StoreConflict(f"transaction aborted by {target}: {first_line}")
+    return StoreError(f"database error on {target}: {first_line}")
 
 
 def _is_connect_error(exc: Exception) -> bool:
@@ -157,6 +166,7 @@ def _first_line(exc: Exception) -> str:
 def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
     """An engine for ``url``. Does not connect yet, so it never fails for an unreachable server."""
     parsed = parse_url(url)
+    urls.check_target(parsed)
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
     if backend == "sqlite":
@@ -171,6 +181,7 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
         engine = create_engine(parsed, **kwargs)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None
+    urls.check_connect_args(engine)
     if backend == "sqlite":
         _configure_sqlite(engine)
     else:
