@@ -239,7 +239,26 @@ def _set_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+def _create_private_file(path: str) -> None:
+    """Create a new database file 0600 before SQLite does (0644): it holds env values and output tails.
+    SQLite gives the -wal and -shm files the database file's mode. An existing file keeps its mode."""
+    import os
+
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # SQLite reports it in its own words (a missing folder, a read-only one)
+
+
 def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "do_connect")
+    def _before_connect(_dialect: Any, _record: Any, _cargs: Any, _cparams: Any) -> None:
+        file = _sqlite_file(engine.url)
+        if file is not None and not file.startswith("file:"):
+            _create_private_file(file)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from pysqlite so "begin" below decides how transactions start.
