@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from schedctl.clock import SystemClock
-from schedctl.executor import Execution, RunIdentity
+from schedctl.executor import Execution
 from schedctl.settings import WorkerSettings
 from schedctl.store import open_store
 from schedctl.store.migrate import upgrade
