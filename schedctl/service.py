@@ -42,6 +42,9 @@ class ServeConfig:
     scheduler: SchedulerSettings
     worker: WorkerSettings
     migrate: bool = False
+    allow_empty: bool = (
+        False  # start (and reload) with job files that define no job, though the database knows some
+    )
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     clock_skew: float = 0.0  # seconds; a testing aid that fakes a replica whose wall clock is wrong
@@ -109,8 +112,15 @@ def serve(config: ServeConfig) -> int:
     if runs_scheduler:
         from schedctl.scheduler import Scheduler
 
-        path = config.jobs_path
-        scheduler = Scheduler(store, config.scheduler, lambda: load_job_files(path), clock, jobs=jobs)
+        path, allow_empty = config.jobs_path, config.allow_empty
+        refuse_empty_job_set(jobs, path, store, allow_empty)
+
+        def reload_jobs() -> dict[str, Job]:
+            loaded = load_job_files(path)
+            refuse_empty_job_set(loaded, path, store, allow_empty)
+            return loaded
+
+        scheduler = Scheduler(store, config.scheduler, reload_jobs, clock, jobs=jobs)
         signals.wake = scheduler.wake
         threads.append(_thread("scheduler", lambda: scheduler.run(signals.stopping)))
     if runs_worker:
@@ -221,6 +231,41 @@ def _refuse_missing_sqlite_file(store: Any, migrate: bool) -> None:
     raise SchemaMismatch(
         f"{describe_target(store.url)} does not exist: run `schedctl db upgrade` to create it, "
         "or serve with --migrate"
+    )
+
+
+def refuse_empty_job_set(jobs: dict[str, Job], path: str | None, store: Any, allow_empty: bool) -> None:
+    """No jobs in the files while the database knows some: a truncated deploy, most likely, that would stop
+    every job with exit 0. Raises ConfigError (start-up: exit 78; SIGHUP: the old jobs stay) unless
+    ``allow_empty``; with it, says once that the set is empty on purpose."""
+    if jobs or path is None:
+        return
+    from sqlalchemy import func, select
+
+    from schedctl.errors import ConfigError, Diagnostic
+    from schedctl.store.schema import job_state
+
+    with store.connect() as conn:
+        known = int(conn.execute(select(func.count()).select_from(job_state)).scalar_one())
+    if not known:
+        return
+    if allow_empty:
+        log.warning(
+            "%s defines no jobs; the database knows %d: none will be dispatched (--allow-empty)",
+            path,
+            known,
+            extra={"event": "job_set_empty"},
+        )
+        return
+    raise ConfigError(
+        [
+            Diagnostic(
+                path,
+                None,
+                f"defines no jobs, but the database knows {known}: refusing to stop them all "
+                "(a truncated file?); pass --allow-empty if that is meant",
+            )
+        ]
     )
 
 

@@ -61,6 +61,11 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     "--migrate", is_flag=True, help="Upgrade the database schema first (the one-machine SQLite case)."
 )
 @click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Start (and reload) even when the job files define no jobs while the database knows some.",
+)
+@click.option(
     "--identity", envvar="SCHEDCTL_IDENTITY", help="Lease holder / worker name [default: HOST:PID:SUFFIX]."
 )
 @click.option(
@@ -134,6 +139,7 @@ def _config(opts: dict[str, Any]) -> Any:
         db_url=opts["db_url"],
         jobs_path=opts["jobs_path"],
         migrate=opts["migrate"],
+        allow_empty=opts["allow_empty"],
         scheduler=SchedulerSettings(
             identity=identity,
             lease_duration=opts["lease_duration"],
