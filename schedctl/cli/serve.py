@@ -134,6 +134,7 @@ def _config(opts: dict[str, Any]) -> Any:
     if opts["renew_interval"] >= opts["lease_duration"]:
         raise UsageError("--renew-interval must be shorter than --lease-duration")
     identity = opts["identity"] or default_identity()
+    _check_identity(identity)
     return ServeConfig(
         role=Role(opts["role"]),
         db_url=opts["db_url"],
@@ -161,3 +162,23 @@ def _config(opts: dict[str, Any]) -> Any:
         metrics_port=opts["metrics_port"],
         clock_skew=opts["clock_skew"],
     )
+
+
+IDENTITY_MAX = 255  # the lease holder and run worker columns
+
+
+def _check_identity(identity: str) -> None:
+    """Checked before anything starts: a 300-character identity used to crash the scheduler loop at its first
+    lease write."""
+    from schedctl.errors import UsageError
+    from schedctl.printable import escape_controls, has_controls
+
+    shown = escape_controls(identity[:40]) + ("..." if len(identity) > 40 else "")
+    if not identity.strip():
+        raise UsageError("--identity: must not be empty")
+    if len(identity) > IDENTITY_MAX:
+        raise UsageError(
+            f"--identity {shown}: {len(identity)} characters, at most {IDENTITY_MAX} (it is stored with every lease)"
+        )
+    if has_controls(identity) or "\n" in identity or "\t" in identity:
+        raise UsageError(f"--identity {shown}: control characters are not allowed")
