@@ -122,6 +122,22 @@ def account_for(user: str | None, switch: bool) -> pwd.struct_passwd:
     return _by_uid(os.getuid())
 
 
+def unknown_user_reason(user: str) -> str:
+    """Why a run of a job naming a user this host does not have fails (also said at start and reload)."""
+    return f"user {user!r} does not exist on this host (--run-as-job-user): not run"
+
+
+def unknown_users(users: list[str]) -> list[str]:
+    """The names among ``users`` this host has no account for."""
+    missing = []
+    for user in sorted(set(users)):
+        try:
+            _by_name(user)
+        except KeyError:
+            missing.append(user)
+    return missing
+
+
 # A passwd lookup costs about half a millisecond (NSS); accounts do not change under a running worker.
 @functools.lru_cache(maxsize=256)
 def _by_name(user: str) -> pwd.struct_passwd:
@@ -183,7 +199,12 @@ class Execution:
         user = self.snapshot.get("user")
         switch = bool(run_as_job_user and user and os.geteuid() == 0)
         try:
-            account = account_for(user, switch)
+            try:
+                account = account_for(user, switch)
+            except KeyError:
+                self.start_error = unknown_user_reason(str(user))
+                self._done = True
+                return
             self._prepare_checkpoint_file(checkpoint, account if switch else None)
             env = job_environment(self.snapshot, self.run, account, checkpoint, self.checkpoint_file)
             argv = command_argv(self.snapshot["command"], env)

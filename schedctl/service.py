@@ -118,6 +118,8 @@ def serve(config: ServeConfig) -> int:
         def reload_jobs() -> dict[str, Job]:
             loaded = load_job_files(path)
             refuse_empty_job_set(loaded, path, store, allow_empty)
+            if runs_worker:
+                warn_job_users(loaded, config.worker.run_as_job_user)
             return loaded
 
         scheduler = Scheduler(store, config.scheduler, reload_jobs, clock, jobs=jobs)
@@ -305,6 +307,7 @@ def warn_writable_job_files(path: str | None) -> None:
 
 def warn_job_users(jobs: dict[str, Job], run_as_job_user: bool) -> None:
     if run_as_job_user:
+        report_unknown_users(jobs)
         return
     with_user = [job.id for job in jobs.values() if job.user]
     if not with_user:
@@ -317,6 +320,26 @@ def warn_job_users(jobs: dict[str, Job], run_as_job_user: bool) -> None:
         _current_user(),
         extra={"event": "job_user_ignored"},
     )
+
+
+def report_unknown_users(jobs: dict[str, Job]) -> None:
+    """One line per user the jobs name that this host does not have: their runs would fail every time."""
+    from schedctl.executor import unknown_user_reason, unknown_users
+
+    by_user: dict[str, list[str]] = {}
+    for job in jobs.values():
+        if job.user:
+            by_user.setdefault(job.user, []).append(job.id)
+    for user in unknown_users(list(by_user)):
+        ids = by_user[user]
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        log.error(
+            "%s; %d job(s) name it: %s",
+            unknown_user_reason(user),
+            len(ids),
+            shown,
+            extra={"event": "job_user_unknown", "user": user},
+        )
 
 
 def _current_user() -> str:
