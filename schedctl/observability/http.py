@@ -9,8 +9,9 @@
 
 The port is open to anyone who can reach it, so the server is bounded (issue 16): prometheus-client's own
 exposition (``generate_latest``) behind the standard library's HTTP parser, with
-- a read timeout on every connection (``READ_TIMEOUT``) and a deadline for the whole exchange
-  (``CONNECTION_DEADLINE``), so a client that never finishes its headers costs a few seconds, not forever;
+- a read and write timeout on every connection (``READ_TIMEOUT``) and a deadline for sending the request
+  (``CONNECTION_DEADLINE``), so a client that never finishes its headers, or trickles them a byte at a time,
+  costs a few seconds, not forever;
 - at most ``connection_cap()`` connections at once. When they are all taken, the oldest one still waiting for
   its request is dropped to make room (an idle flood cannot lock a probe out); when every one of them is
   being answered, the new one is closed at once. Either way the server holds a bounded number of file
@@ -43,7 +44,7 @@ log = logging.getLogger("schedctl.observability.http")
 
 READY_CACHE_SECONDS = 1.0
 READ_TIMEOUT = 3.0  # seconds a connection may stay silent (each read, each write)
-CONNECTION_DEADLINE = 10.0  # seconds for a whole exchange, however slowly it trickles
+CONNECTION_DEADLINE = 10.0  # seconds to send a request, however slowly it trickles in
 MAX_CONNECTIONS = 32  # a probe every few seconds and a scrape every 15 s need two or three
 LISTEN_BACKLOG = 128
 
@@ -219,7 +220,9 @@ class ObservabilityServer(ThreadingHTTPServer):
 
     def _drop_expired(self, now: float) -> None:
         for sock, connection in list(self._connections.items()):
-            if not connection.dropped and now - connection.accepted_at > CONNECTION_DEADLINE:
+            # An answer being written is bounded by the write timeout alone: a big scrape may take a while.
+            expired = now - connection.accepted_at > CONNECTION_DEADLINE
+            if expired and not connection.dropped and not connection.answering:
                 self._drop(sock)
 
     def _drop(self, sock: socket.socket) -> None:

@@ -56,6 +56,29 @@ def test_a_silent_connection_is_closed_after_the_read_timeout(server: obs_http.O
         sock.close()
 
 
+def test_a_request_trickled_in_is_cut_at_the_deadline(
+    server: obs_http.ObservabilityServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte every 0.5 s never trips the 3 s read timeout; the deadline for the whole request does."""
+    monkeypatch.setattr(obs_http, "CONNECTION_DEADLINE", 2.0)
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    started = time.monotonic()
+    try:
+        sock.sendall(b"GET /livez HTTP/1.1\r\n")
+        closed = False
+        while time.monotonic() - started < 15 and not closed:
+            try:
+                sock.sendall(b"X")
+            except OSError:
+                closed = True
+                break
+            closed = _closed_by_server(sock, 0.5)
+        # 2 s deadline, checked every serve_forever turn (0.5 s); 15 s of margin for a loaded machine.
+        assert closed
+    finally:
+        sock.close()
+
+
 def test_connections_are_capped_and_a_probe_still_gets_in(server: obs_http.ObservabilityServer) -> None:
     socks = _idle(server.port, 3 * server.max_connections)
     try:
