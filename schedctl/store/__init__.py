@@ -1,7 +1,8 @@
 """The database: one engine per URL, configured the same way for every command and loop.
 
 ``open_store(url)`` is the only way in. The URL is used as given (query parameters included), except that a
-bare ``postgresql://`` or ``mysql://`` gets the driver schedctl ships with (psycopg 3, PyMySQL).
+bare ``postgresql://`` or ``mysql://`` gets the driver schedctl ships with (psycopg 3, PyMySQL). ``urls``
+refuses the URLs that cannot be right and masks the ones shown; ``access`` tells a refusal from an outage.
 """
 
 from __future__ import annotations
@@ -244,12 +245,9 @@ def _create_private_file(path: str) -> None:
     SQLite gives the -wal and -shm files the database file's mode. An existing file keeps its mode."""
     import os
 
-    try:
+    # It exists (and keeps its mode), or SQLite will say in its own words why it cannot be made.
+    with contextlib.suppress(OSError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    except FileExistsError:
-        pass
-    except OSError:
-        pass  # SQLite reports it in its own words (a missing folder, a read-only one)
 
 
 def _configure_sqlite(engine: Engine) -> None:
