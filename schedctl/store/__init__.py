@@ -182,10 +182,13 @@ def open_store(url: str | URL = DEFAULT_URL, **engine_kwargs: Any) -> Store:
         engine = create_engine(parsed, **kwargs)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:
         raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # the dialect converting a query option: ?connect_timeout=abc
+        raise StoreError(f"cannot use {safe_url(parsed)}: a query option has a bad value: {exc}") from None
     urls.check_connect_args(engine)
     if backend == "sqlite":
         _configure_sqlite(engine)
     else:
+        urls.guard_driver_errors(engine)
         _ping_when_idle(engine)
     return Store(engine)
 

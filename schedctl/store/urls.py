@@ -74,7 +74,12 @@ def check_connect_args(engine: Engine) -> None:
         import pymysql.charset  # type: ignore[import-untyped]
     except ImportError:  # the driver's absence is reported where the engine is made
         return
-    _args, kwargs = engine.dialect.create_connect_args(engine.url)
+    try:
+        _args, kwargs = engine.dialect.create_connect_args(engine.url)
+    except (TypeError, ValueError) as exc:  # SQLAlchemy's own conversion: ?connect_timeout=abc
+        raise StoreError(
+            f"{masked(engine.url)}: a query option has a bad value: {scrub(str(exc), engine.url)}"
+        ) from None
     accepted = set(inspect.signature(pymysql.connections.Connection.__init__).parameters) - {"self"}
     unknown = sorted(set(kwargs) - accepted - {"client_flag"})
     if unknown:
@@ -85,3 +90,30 @@ def check_connect_args(engine: Engine) -> None:
     charset: Any = kwargs.get("charset")
     if charset and pymysql.charset.charset_by_name(str(charset)) is None:
         raise StoreError(f"{masked(engine.url)}: unknown MySQL charset {str(charset)[:40]!r}")
+
+
+def guard_driver_errors(engine: Engine) -> None:
+    """What a driver raises outside its own error classes while connecting (PyMySQL: a ValueError for a bad
+    ``?local_infile=``, FileNotFoundError for a missing ``?ssl_ca=``) becomes one line instead of a traceback.
+    A missing or unreadable file is permanent (StoreError); another OS error may pass (StoreUnavailable)."""
+    from sqlalchemy import event
+
+    from schedctl.errors import StoreUnavailable
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.Error:
+            raise
+        except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            where = exc.filename or "a file named in the URL's query"
+            raise StoreError(f"cannot connect with {masked(engine.url)}: {exc.strerror}: {where}") from None
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot reach {masked(engine.url)}: {scrub(str(exc), engine.url)}"
+            ) from None
+        except (TypeError, ValueError, AttributeError, LookupError) as exc:
+            raise StoreError(
+                f"{masked(engine.url)}: the driver refused an option: {scrub(str(exc), engine.url)}"
+            ) from None

@@ -71,6 +71,21 @@ def test_a_bad_mysql_option_is_one_line_not_a_traceback(query: str, message: str
         ]
 
 
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("connect_timeout=abc", "a query option has a bad value: invalid literal for int()"),
+        ("local_infile=maybe", "a query option has a bad value: String is not true/false"),
+        ("ssl_ca=/no/such/ca.pem", "No such file or directory: a file named in the URL's query"),
+    ],
+)
+def test_a_bad_mysql_option_value_is_one_line_too(query: str, message: str, tmp_path: Path) -> None:
+    result = schedctl("runs", "--db", f"mysql://root@127.0.0.1:3306/test?{query}", cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert message in line
+
+
 # ---------------------------------------------------------------------------------- item 14: masked URLs
 
 
