@@ -143,9 +143,15 @@ def _job_files(path: Path) -> list[Path]:
 
 def _read(file: Path) -> str:
     """The file's text. The bytes are gone when this returns, before tomllib's peak (100,000 jobs: -12 MB)."""
-    if file.stat().st_size > MAX_FILE_BYTES:  # before reading: a mistaken path may be a disk image
-        raise Invalid(_TOO_LARGE)
-    return _decode(file.read_bytes())
+    from schedctl.files import FileTooLarge, NotRegularFile, read_regular
+
+    try:  # the size is checked before reading: a mistaken path may be a disk image
+        data = read_regular(file, max_bytes=MAX_FILE_BYTES)
+    except FileTooLarge:
+        raise Invalid(_TOO_LARGE) from None
+    except NotRegularFile as exc:
+        raise Invalid(f"{exc.kind}, not a regular file: not read") from None
+    return _decode(data)
 
 
 class _Positions:

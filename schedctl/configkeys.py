@@ -61,7 +61,7 @@ def show(value: Any, limit: int = 60) -> str:
         text = json.dumps(value, ensure_ascii=False)
         for ch in "\x85\u2028\u2029\x7f":  # line breaks and DEL json leaves alone
             text = text.replace(ch, f"\\u{ord(ch):04x}")
-        return text if len(text) <= limit else text[: limit - 4] + '..."'
+        return text if len(text) <= limit else f'{text[: limit - 4]}..." ({len(value)} characters)'
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, int | float):
@@ -95,7 +95,8 @@ def render_path(parts: Iterable[str | int]) -> str:
         if isinstance(part, int):
             out[-1:] = [f"{out[-1] if out else ''}[{part}]"]
         elif _BARE_KEY.match(part):
-            out.append(part)
+            # A 10,000-character id must not make a 10,000-character error line.
+            out.append(part if len(part) <= 80 else f"{part[:76]}...({len(part)} characters)")
         else:
             out.append(show(part, limit=80))
     return ".".join(out)

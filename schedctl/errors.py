@@ -83,6 +83,10 @@ class StoreUnavailable(StoreError):
     """The database is unreachable."""
 
 
+class StoreAccessDenied(StoreError):
+    """The database refused this user (wrong credentials, missing privileges); retrying will not help."""
+
+
 class StoreConflict(StoreError):
     """The database aborted the transaction to break a deadlock or a serialisation conflict; retrying is safe."""
 

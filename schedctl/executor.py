@@ -122,6 +122,22 @@ def account_for(user: str | None, switch: bool) -> pwd.struct_passwd:
     return _by_uid(os.getuid())
 
 
+def unknown_user_reason(user: str) -> str:
+    """Why a run of a job naming a user this host does not have fails (also said at start and reload)."""
+    return f"user {user!r} does not exist on this host (--run-as-job-user): not run"
+
+
+def unknown_users(users: list[str]) -> list[str]:
+    """The names among ``users`` this host has no account for."""
+    missing = []
+    for user in sorted(set(users)):
+        try:
+            _by_name(user)
+        except KeyError:
+            missing.append(user)
+    return missing
+
+
 # A passwd lookup costs about half a millisecond (NSS); accounts do not change under a running worker.
 @functools.lru_cache(maxsize=256)
 def _by_name(user: str) -> pwd.struct_passwd:
@@ -183,7 +199,12 @@ class Execution:
         user = self.snapshot.get("user")
         switch = bool(run_as_job_user and user and os.geteuid() == 0)
         try:
-            account = account_for(user, switch)
+            try:
+                account = account_for(user, switch)
+            except KeyError:
+                self.start_error = unknown_user_reason(str(user))
+                self._done = True
+                return
             self._prepare_checkpoint_file(checkpoint, account if switch else None)
             env = job_environment(self.snapshot, self.run, account, checkpoint, self.checkpoint_file)
             argv = command_argv(self.snapshot["command"], env)
@@ -221,18 +242,23 @@ class Execution:
     def _prepare_checkpoint_file(self, checkpoint: Any, owner: pwd.struct_passwd | None) -> None:
         """Put the last checkpoint in the file too, so a shell job can simply `cat` it.
 
-        A job running as another user gets a folder of its own (it must create the file); otherwise the
-        worker's private folder serves every run, and no per-run folder is made (mkdir/rmdir per run show
-        up in the throughput benchmark).
+        A job running as another user gets a folder of its own (it must create the file), made 0700 with
+        an unpredictable name beside the worker's folder, which stays 0700 and closed to that user: other
+        local users never see another job's checkpoint (issue 16). Otherwise the worker's private folder
+        serves every run, and no per-run folder is made (mkdir/rmdir per run show up in the throughput
+        benchmark). The file is created 0600, never widened and then narrowed.
         """
         if owner is not None:
-            self.checkpoint_file = self.checkpoint_file.parent / self.checkpoint_file.stem / "checkpoint.json"
+            import tempfile
+
+            folder = Path(tempfile.mkdtemp(prefix="schedctl-run-", dir=self.checkpoint_file.parent.parent))
+            self.checkpoint_file = folder / "checkpoint.json"
             self._own_folder = True
         folder = self.checkpoint_file.parent
-        if self._own_folder or not folder.is_dir():
+        if not folder.is_dir():
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if checkpoint is not None:
-            self.checkpoint_file.write_text(self._saved_checkpoint_text or "")
+            _write_private(self.checkpoint_file, self._saved_checkpoint_text or "")
         elif self.checkpoint_file.exists():
             self.checkpoint_file.unlink()
         if owner is not None:
@@ -388,7 +414,10 @@ class Execution:
         try:
             self.checkpoint_file.unlink(missing_ok=True)
             if self._own_folder:
-                self.checkpoint_file.parent.rmdir()
+                import shutil
+
+                # The job's user may have left files (or a symlink) there; rmtree does not follow links.
+                shutil.rmtree(self.checkpoint_file.parent, ignore_errors=True)
         except OSError:
             pass
 
@@ -398,6 +427,12 @@ NO_CHECKPOINT = _NO_CHECKPOINT
 
 def _checkpoint_text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def _mtime(path: Path) -> int | None:

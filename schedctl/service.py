@@ -42,6 +42,9 @@ class ServeConfig:
     scheduler: SchedulerSettings
     worker: WorkerSettings
     migrate: bool = False
+    allow_empty: bool = (
+        False  # start (and reload) with job files that define no job, though the database knows some
+    )
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     clock_skew: float = 0.0  # seconds; a testing aid that fakes a replica whose wall clock is wrong
@@ -92,6 +95,7 @@ def serve(config: ServeConfig) -> int:
 
     # Server-side timeouts follow the lease, so a stuck session's locks are gone before a take-over is due.
     store = open_store(config.db_url, bounds=Bounds.for_lease(config.scheduler.lease_duration))
+    _refuse_missing_sqlite_file(store, config.migrate)
     log.info(
         "schedctl serve starting: role %s, identity %s, %d jobs",
         config.role,
@@ -110,8 +114,17 @@ def serve(config: ServeConfig) -> int:
     if runs_scheduler:
         from schedctl.scheduler import Scheduler
 
-        path = config.jobs_path
-        scheduler = Scheduler(store, config.scheduler, lambda: load_job_files(path), clock, jobs=jobs)
+        path, allow_empty = config.jobs_path, config.allow_empty
+        refuse_empty_job_set(jobs, path, store, allow_empty)
+
+        def reload_jobs() -> dict[str, Job]:
+            loaded = load_job_files(path)
+            refuse_empty_job_set(loaded, path, store, allow_empty)
+            if runs_worker:
+                warn_job_users(loaded, config.worker.run_as_job_user)
+            return loaded
+
+        scheduler = Scheduler(store, config.scheduler, reload_jobs, clock, jobs=jobs)
         signals.wake = scheduler.wake
         threads.append(_thread("scheduler", lambda: scheduler.run(signals.stopping)))
     if runs_worker:
@@ -207,7 +220,7 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
     """
     from sqlalchemy.exc import DBAPIError
 
-    from schedctl.store import describe_target, translate_error
+    from schedctl.store import access, describe_target, translate_error
     from schedctl.store import migrate as migrations
 
     delay, waiting = START_BACKOFF_MIN, False
@@ -217,6 +230,7 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
                 if migrate:
                     migrations.upgrade(store)
                 migrations.require_current(store)
+                access.require_writes(store)  # a read-only user is a configuration error, not an outage
             except DBAPIError as exc:
                 raise translate_error(exc, store.url) from exc
         except SchemaMismatch:
@@ -232,6 +246,59 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
             log.info("database reachable: %s", describe_target(store.url), extra={"event": "db_available"})
         return True
     return False
+
+
+def _refuse_missing_sqlite_file(store: Any, migrate: bool) -> None:
+    """Without --migrate a new SQLite file could only be refused for having no schema; connecting to check
+    would leave an empty file behind. Say what to run before anything creates it."""
+    from schedctl.store import describe_target, urls
+
+    file = store.sqlite_file
+    if file is None or migrate or file.startswith("file:") or Path(file).exists():
+        return
+    store.dispose()
+    problem = urls.missing_sqlite_folder(store.url)
+    if problem is not None:
+        raise problem
+    raise SchemaMismatch(
+        f"{describe_target(store.url)} does not exist: run `schedctl db upgrade` to create it, "
+        "or serve with --migrate"
+    )
+
+
+def refuse_empty_job_set(jobs: dict[str, Job], path: str | None, store: Any, allow_empty: bool) -> None:
+    """No jobs in the files while the database knows some: a truncated deploy, most likely, that would stop
+    every job with exit 0. Raises ConfigError (start-up: exit 78; SIGHUP: the old jobs stay) unless
+    ``allow_empty``; with it, says once that the set is empty on purpose."""
+    if jobs or path is None:
+        return
+    from sqlalchemy import func, select
+
+    from schedctl.errors import ConfigError, Diagnostic
+    from schedctl.store.schema import job_state
+
+    with store.connect() as conn:
+        known = int(conn.execute(select(func.count()).select_from(job_state)).scalar_one())
+    if not known:
+        return
+    if allow_empty:
+        log.warning(
+            "%s defines no jobs; the database knows %d: none will be dispatched (--allow-empty)",
+            path,
+            known,
+            extra={"event": "job_set_empty"},
+        )
+        return
+    raise ConfigError(
+        [
+            Diagnostic(
+                path,
+                None,
+                f"defines no jobs, but the database knows {known}: refusing to stop them all "
+                "(a truncated file?); pass --allow-empty if that is meant",
+            )
+        ]
+    )
 
 
 def load_job_files(path: str | None) -> dict[str, Job]:
@@ -270,6 +337,7 @@ def warn_writable_job_files(path: str | None) -> None:
 
 def warn_job_users(jobs: dict[str, Job], run_as_job_user: bool) -> None:
     if run_as_job_user:
+        report_unknown_users(jobs)
         return
     with_user = [job.id for job in jobs.values() if job.user]
     if not with_user:
@@ -282,6 +350,26 @@ def warn_job_users(jobs: dict[str, Job], run_as_job_user: bool) -> None:
         _current_user(),
         extra={"event": "job_user_ignored"},
     )
+
+
+def report_unknown_users(jobs: dict[str, Job]) -> None:
+    """One line per user the jobs name that this host does not have: their runs would fail every time."""
+    from schedctl.executor import unknown_user_reason, unknown_users
+
+    by_user: dict[str, list[str]] = {}
+    for job in jobs.values():
+        if job.user:
+            by_user.setdefault(job.user, []).append(job.id)
+    for user in unknown_users(list(by_user)):
+        ids = by_user[user]
+        shown = ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
+        log.error(
+            "%s; %d job(s) name it: %s",
+            unknown_user_reason(user),
+            len(ids),
+            shown,
+            extra={"event": "job_user_unknown", "user": user},
+        )
 
 
 def _current_user() -> str:

@@ -119,8 +119,9 @@ class Worker:
         )
         self._stop_reason = "shutdown (SIGTERM or SIGINT)"
         self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
+        # 0700 (mkdtemp's mode): checkpoints are the jobs' business. A job running as another user gets a
+        # folder of its own beside this one (executor), so this one never needs opening up.
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
-        os.chmod(self._root, 0o711)  # a job running as another user must reach its own checkpoint folder
 
     # -- public --------------------------------------------------------------------------------------------
     def wake(self) -> None:

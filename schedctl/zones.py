@@ -57,6 +57,8 @@ def _zone_refusal(name: str) -> str | None:
         if "zoneinfo/" in name and tail in _zone_names():
             return f"'{name}' is a path; write '{tail}'"
         return f"'{name}' is a path, not a zone name; name the region, e.g. 'Europe/London'"
+    if len(name) > 80:  # no zone name is that long; and an error line must stay one short line
+        return f"unknown zone '{name[:76]}...' ({len(name)} characters)"
     if lower.startswith(("posix/", "right/")):
         return f"'{name}' is a variant tree of the zone database; write '{name.split('/', 1)[1]}'"
     if lower in _HOST:

@@ -117,7 +117,10 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
 
             traceback.print_exc()
-        click.echo(f"schedctl: {exc}" if not _is_located(exc) else str(exc), err=True)
+        from schedctl.printable import escape_lines
+
+        message = f"schedctl: {exc}" if not _is_located(exc) else str(exc)
+        click.echo(escape_lines(message), err=True)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         # `schedctl runs | head`: quiet, like other Unix tools.

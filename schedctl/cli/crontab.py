@@ -90,12 +90,27 @@ def import_(
         dry_run=dry_run,
     )
     now = datetime.now(UTC)
-    outcome = run_import(request, now, sys.stdin.buffer.read)
+    outcome = run_import(request, now, _read_stdin)
     _report(outcome, request.dry_run, now)
     if outcome.text is not None and (outcome.written is None):
         click.echo(outcome.text, nl=False)
     # sys.exit, not click's Exit: main() runs click with standalone_mode=False, which returns that code unused.
     sys.exit(outcome.exit_code)
+
+
+def _read_stdin() -> bytes:
+    from schedctl.errors import SchedctlError
+
+    # Python sets sys.stdin to None when descriptor 0 is closed (`schedctl import - <&-`).
+    stream = sys.stdin
+    if stream is None:
+        raise SchedctlError("-: standard input is closed: nothing to import")
+    try:
+        return stream.buffer.read()
+    except (OSError, ValueError) as exc:
+        raise SchedctlError(
+            f"-: cannot read standard input: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
 
 
 def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
@@ -241,9 +256,9 @@ def export(
     if output is None:
         click.echo(result.text, nl=False)
         return
-    from pathlib import Path
+    from schedctl.files import check_output_target
 
-    if Path(output).exists() and not force:
+    if check_output_target(output) is not None and not force:
         raise SchedctlError(f"{output} exists: nothing written; pass --force to replace it")
     write_atomic(output, result.text, private=result.private)
     click.echo(

@@ -121,6 +121,9 @@ def _ago(moment: datetime, now: datetime) -> str:
 
 def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
     """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
+    from schedctl.printable import escape_controls
+
+    rows = [[escape_controls(cell) for cell in row] for row in rows]  # a command's escapes stay inert
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     if sys.stdout.isatty():
         from rich.console import Console

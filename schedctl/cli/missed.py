@@ -112,6 +112,9 @@ def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
 
 def table(rows: list[list[str]], header: tuple[str, ...]) -> None:
     """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
+    from schedctl.printable import escape_controls
+
+    rows = [[escape_controls(cell) for cell in row] for row in rows]  # a command's escapes stay inert
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.table import Table

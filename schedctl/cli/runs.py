@@ -139,9 +139,10 @@ def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
             found, text = run_output(store, job_id, scheduled_for)
     finally:
         store.dispose()
-    click.echo(
-        f"# {found.job_id} {_iso(found.scheduled_for)} attempt {found.attempt}: {found.state}", err=True
-    )
+    from schedctl.printable import escape_controls
+
+    header = f"# {found.job_id} {_iso(found.scheduled_for)} attempt {found.attempt}: {found.state}"
+    click.echo(escape_controls(header), err=True)
     click.echo(text or "", nl=False)
 
 

@@ -61,6 +61,11 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     "--migrate", is_flag=True, help="Upgrade the database schema first (the one-machine SQLite case)."
 )
 @click.option(
+    "--allow-empty",
+    is_flag=True,
+    help="Start (and reload) even when the job files define no jobs while the database knows some.",
+)
+@click.option(
     "--identity", envvar="SCHEDCTL_IDENTITY", help="Lease holder / worker name [default: HOST:PID:SUFFIX]."
 )
 @click.option(
@@ -186,6 +191,7 @@ def _config(opts: dict[str, Any]) -> Any:
             "leader writes only while its lease outlasts the database's commit bound (docs/guarantees.md)"
         )
     identity = opts["identity"] or default_identity()
+    _check_identity(identity)
     smtp = None
     if opts["smtp"]:
         import os
@@ -198,6 +204,7 @@ def _config(opts: dict[str, Any]) -> Any:
         db_url=opts["db_url"],
         jobs_path=opts["jobs_path"],
         migrate=opts["migrate"],
+        allow_empty=opts["allow_empty"],
         scheduler=SchedulerSettings(
             identity=identity,
             lease_duration=opts["lease_duration"],
@@ -222,3 +229,23 @@ def _config(opts: dict[str, Any]) -> Any:
         metrics_port=opts["metrics_port"],
         clock_skew=opts["clock_skew"],
     )
+
+
+IDENTITY_MAX = 255  # the lease holder and run worker columns
+
+
+def _check_identity(identity: str) -> None:
+    """Checked before anything starts: a 300-character identity used to crash the scheduler loop at its first
+    lease write."""
+    from schedctl.errors import UsageError
+    from schedctl.printable import escape_controls, has_controls
+
+    shown = escape_controls(identity[:40]) + ("..." if len(identity) > 40 else "")
+    if not identity.strip():
+        raise UsageError("--identity: must not be empty")
+    if len(identity) > IDENTITY_MAX:
+        raise UsageError(
+            f"--identity {shown}: {len(identity)} characters, at most {IDENTITY_MAX} (it is stored with every lease)"
+        )
+    if has_controls(identity) or "\n" in identity or "\t" in identity:
+        raise UsageError(f"--identity {shown}: control characters are not allowed")

@@ -18,6 +18,7 @@ from schedctl.crontab.ids import derive_id
 from schedctl.crontab.parse import CONSUMED, SYSTEM, USER, Entry, looks_like_field, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin
 from schedctl.job import Job
+from schedctl.printable import escape_controls, has_controls
 
 # Keys a crontab has no place for; named in the report when a job sets them.
 _DROPPED = (
@@ -138,6 +139,8 @@ def _inexpressible(job: Job, fmt: str, writer: _Writer) -> str | None:
         if _env_line(name, value) is None:
             return f"env {name} holds a newline, or both kinds of quotes"
     command = _command_text(job)
+    if any(has_controls(text) for text in (command or "", job.stdin or "", *job.env.values())):
+        return "control characters (such as ESC) in the command, env or stdin: a crontab cannot escape them"
     if fmt == USER and command is not None and looks_like_field(command):
         return "the command starts with a word cron would read as a sixth time field"
     if command is None or encode_command(command, writer.dialect) is None:
@@ -233,7 +236,7 @@ def _env_line(name: str, value: str) -> str | None:
 
 def _flat(job: Job) -> str:
     text = f"{job.schedule} {job.user + ' ' if job.user else ''}{_command_text(job) or ''}"
-    return text.replace("\n", "\\n")
+    return escape_controls(text)
 
 
 def _read_back(text: str, fmt: str, written: list[Job], writer: _Writer) -> list[str]:

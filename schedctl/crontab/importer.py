@@ -26,6 +26,7 @@ from schedctl.errors import (
     SchedctlError,
     UsageError,
 )
+from schedctl.files import FileTooLarge, NotRegularFile, check_output_target, read_regular
 from schedctl.job import Job
 
 STDIN_NAME = "<stdin>"
@@ -113,7 +114,7 @@ def _check_output(request: ImportRequest) -> None:
     target = Path(request.output)
     if target.is_dir():
         raise UsageError(f"-o {request.output}: is a folder; name the TOML file to write")
-    if target.exists() and not (request.force or request.merge):
+    if check_output_target(target) is not None and not (request.force or request.merge):
         raise SchedctlError(
             f"{request.output} exists: nothing written; pass --force to replace it, or --merge "
             "to add the new jobs and keep the ones already there"
@@ -258,11 +259,13 @@ def _files(path: Path, diagnostics: list[Diagnostic], dialect: str) -> list[Path
 
 def _read_file(file: Path, fmt: str | None, diagnostics: list[Diagnostic], dialect: str) -> Crontab:
     try:
-        if file.stat().st_size > MAX_BYTES:  # never read a mistaken 100 MB binary into memory
-            return Crontab(
-                str(file), fmt or "user", "", dialect, diagnostics=[error(str(file), None, TOO_LARGE)]
-            )
-        data = file.read_bytes()
+        # Never read a mistaken 100 MB binary into memory; a FIFO or device is refused before it can block.
+        data = read_regular(file, MAX_BYTES)
+    except FileTooLarge:
+        return Crontab(str(file), fmt or "user", "", dialect, diagnostics=[error(str(file), None, TOO_LARGE)])
+    except NotRegularFile as exc:
+        diagnostics.append(error(str(file), None, f"{exc.kind}, not a regular file: not read"))
+        return Crontab(str(file), fmt or "user", "", dialect)
     except OSError as exc:
         diagnostics.append(error(str(file), None, f"cannot read: {exc.strerror or exc}"))
         return Crontab(str(file), fmt or "user", "", dialect)

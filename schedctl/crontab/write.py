@@ -3,20 +3,28 @@
 A reader (a scheduler reloading on SIGHUP, an editor) sees the old file or the new one, never half of one, and a
 crash or a full disk leaves the old file as it was. A file holding environment values is created 0600: those
 values are often tokens (issue 8), and the mode is set before the first byte is written.
+
+Only a new name or an existing regular file is written (``schedctl.files.check_output_target``): a device
+node, a FIFO or a symbolic link at the path is refused. Replacing an existing file keeps its owner, group
+and mode (a ``user:group 0640`` jobs file stays readable by the service that reads it); when the new text
+holds env values, the "other" bits are dropped all the same.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from schedctl.errors import SchedctlError
+from schedctl.files import check_output_target
 
 
 def write_atomic(path: str | Path, text: str, *, private: bool) -> None:
     target = Path(path)
+    existing = check_output_target(target)
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
@@ -24,7 +32,9 @@ def write_atomic(path: str | Path, text: str, *, private: bool) -> None:
         raise SchedctlError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         # mkstemp creates 0600; widen to what the umask allows only when nothing secret is in it.
-        if not private:
+        if existing is not None:
+            _keep_owner_and_mode(fd, existing, private)
+        elif not private:
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(fd, 0o666 & ~umask)
@@ -42,6 +52,16 @@ def write_atomic(path: str | Path, text: str, *, private: bool) -> None:
             ) from None
         raise
     _sync_folder(folder)
+
+
+def _keep_owner_and_mode(fd: int, existing: os.stat_result, private: bool) -> None:
+    mode = stat.S_IMODE(existing.st_mode)
+    if private:
+        mode &= ~0o007
+    if (existing.st_uid, existing.st_gid) != (os.geteuid(), os.getegid()):
+        # Only root may give a file away; anyone may keep their own group. Either fails loudly.
+        os.fchown(fd, existing.st_uid, existing.st_gid)
+    os.fchmod(fd, mode)
 
 
 def _sync_folder(folder: Path) -> None:

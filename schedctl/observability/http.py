@@ -6,11 +6,25 @@
 - ``/readyz``: 200 when the database answers and its schema is the one this version understands; cached for
   ``READY_CACHE_SECONDS`` so a probe storm costs one query a second. Never depends on leadership: standbys are
   ready, or a rolling update of three replicas would stall on the two that are not leading.
+
+The port is open to anyone who can reach it, so the server is bounded (issue 16): prometheus-client's own
+exposition (``generate_latest``) behind the standard library's HTTP parser, with
+- a read and write timeout on every connection (``READ_TIMEOUT``) and a deadline for sending the request
+  (``CONNECTION_DEADLINE``), so a client that never finishes its headers, or trickles them a byte at a time,
+  costs a few seconds, not forever;
+- at most ``connection_cap()`` connections at once. When they are all taken, the oldest one still waiting for
+  its request is dropped to make room (an idle flood cannot lock a probe out); when every one of them is
+  being answered, the new one is closed at once. Either way the server holds a bounded number of file
+  descriptors and threads, and the scheduler and the worker keep theirs (a flood of idle connections once
+  took every descriptor and every run failed with EMFILE).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import resource
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("schedctl.observability.http")
 
 READY_CACHE_SECONDS = 1.0
+READ_TIMEOUT = 3.0  # seconds a connection may stay silent (each read, each write)
+CONNECTION_DEADLINE = 10.0  # seconds to send a request, however slowly it trickles in
+MAX_CONNECTIONS = 32  # a probe every few seconds and a scrape every 15 s need two or three
+LISTEN_BACKLOG = 128
 
 
 @dataclass(frozen=True)
@@ -61,18 +79,19 @@ class ReadinessCheck:
         try:
             from sqlalchemy import text
 
-            from schedctl.store import migrate
+            from schedctl.store import access, migrate
 
             with self.store.connect() as conn:
                 conn.execute(text("SELECT 1"))
             status = migrate.check(self.store)
+            if not status.ok:
+                return Readiness(
+                    False,
+                    f"schema at {status.current}, this schedctl needs {status.head}: run `schedctl db upgrade`",
+                )
+            access.require_writes(self.store)  # answering but refusing our writes is not ready either
         except Exception as exc:  # any failure is "not ready", said in one line; the process stays up
             return Readiness(False, f"database not usable: {_one_line(exc)}")
-        if not status.ok:
-            return Readiness(
-                False,
-                f"schema at {status.current}, this schedctl needs {status.head}: run `schedctl db upgrade`",
-            )
         return Readiness(True, "ok")
 
 
@@ -83,9 +102,31 @@ def _one_line(exc: BaseException) -> str:
     return mask_secrets(text[0] if text else type(exc).__name__)
 
 
+def connection_cap(cap: int = MAX_CONNECTIONS) -> int:
+    """Connections served at once: ``cap``, or fewer when the descriptor limit is low (1/16 of it)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return cap
+    return max(2, min(cap, soft // 16))
+
+
+@dataclass
+class _Connection:
+    accepted_at: float
+    answering: bool = False  # its request line and headers have arrived: it is not idle any more
+    dropped: bool = False
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: ObservabilityServer
     server_version = "schedctl"
+    timeout = READ_TIMEOUT  # StreamRequestHandler puts it on the socket: every read and write is bounded
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        if parsed:
+            self.server.answering(self.request)
+        return parsed
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         path = self.path.split("?", 1)[0]
@@ -116,11 +157,81 @@ class _Handler(BaseHTTPRequestHandler):
 class ObservabilityServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, address: tuple[str, int], store: Store | None) -> None:
+    def __init__(
+        self, address: tuple[str, int], store: Store | None, max_connections: int | None = None
+    ) -> None:
         super().__init__(address, _Handler)
         self.readiness = ReadinessCheck(store)
         self.thread: threading.Thread | None = None
+        self.max_connections = max_connections or connection_cap()
+        self._lock = threading.Lock()
+        self._connections: dict[socket.socket, _Connection] = {}
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                # The process is out of descriptors (not because of us: we hold a bounded number). The
+                # listening socket stays readable, so without a pause this thread would spin on accept().
+                time.sleep(0.5)
+            raise
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """Admit the connection, making room by dropping the oldest idle one; False closes it at once."""
+        now = time.monotonic()
+        with self._lock:
+            self._drop_expired(now)
+            live = [(c.accepted_at, s) for s, c in self._connections.items() if not c.dropped]
+            if len(live) >= self.max_connections:
+                idle = [(t, s) for t, s in live if not self._connections[s].answering]
+                if not idle:
+                    return False
+                self._drop(min(idle, key=lambda pair: pair[0])[1])
+            self._connections[request] = _Connection(accepted_at=now)
+        return True
+
+    def answering(self, request: socket.socket) -> None:
+        with self._lock:
+            connection = self._connections.get(request)
+            if connection is not None:
+                connection.answering = True
+
+    def service_actions(self) -> None:
+        # Called by serve_forever() every turn (at least every poll interval, 0.5 s).
+        with self._lock:
+            self._drop_expired(time.monotonic())
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went away, or one dropped above: not worth a traceback on stderr.
+        log.debug("http connection from %s ended with an error", client_address, exc_info=True)
+
+    @property
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._connections)
+
+    def _drop_expired(self, now: float) -> None:
+        for sock, connection in list(self._connections.items()):
+            # An answer being written is bounded by the write timeout alone: a big scrape may take a while.
+            expired = now - connection.accepted_at > CONNECTION_DEADLINE
+            if expired and not connection.dropped and not connection.answering:
+                self._drop(sock)
+
+    def _drop(self, sock: socket.socket) -> None:
+        """Wake the connection's thread (its read returns end-of-file); that thread closes the socket."""
+        self._connections[sock].dropped = True
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     @property
     def port(self) -> int:

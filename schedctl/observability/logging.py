@@ -15,6 +15,8 @@ import sys
 from datetime import UTC, date, datetime
 from typing import IO, Any
 
+from schedctl.secrets import mask_query_secrets
+
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -36,7 +38,7 @@ _HANDLER_MARK = "_schedctl_handler"
 
 def mask_secrets(text: str) -> str:
     """``postgresql://app:s3cret@db/x`` -> ``postgresql://app:***@db/x``."""
-    return _URL_SECRET.sub(lambda m: m.group("head") + MASK, text)
+    return mask_query_secrets(_URL_SECRET.sub(lambda m: m.group("head") + MASK, text))
 
 
 def _mask_value(value: Any) -> Any:

@@ -1,7 +1,8 @@
 """The database: one engine per URL, configured the same way for every command and loop.
 
 ``open_store(url)`` is the only way in. The URL is used as given (query parameters included), except that a
-bare ``postgresql://`` or ``mysql://`` gets the driver schedctl ships with (psycopg 3, PyMySQL).
+bare ``postgresql://`` or ``mysql://`` gets the driver schedctl ships with (psycopg 3, PyMySQL). ``urls``
+refuses the URLs that cannot be right and masks the ones shown; ``access`` tells a refusal from an outage.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy.exc import (
 )
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
+from schedctl.store import access, urls
 from schedctl.store.bounds import (
     Bounds,
     idle_ping_after,
@@ -57,13 +59,14 @@ def parse_url(url: str | URL) -> URL:
         raise StoreError("invalid database URL: the port is not a number") from None
     if parsed.drivername in _DEFAULT_DRIVERS:
         parsed = parsed.set(drivername=_DEFAULT_DRIVERS[parsed.drivername])
+    urls.check_parsed(parsed)
     return parsed
 
 
 def safe_url(url: str | URL) -> str:
     """The URL as it may appear in output and logs: never the password."""
     try:
-        return parse_url(url).render_as_string(hide_password=True)
+        return urls.masked(parse_url(url))
     except StoreError:
         return "<invalid database URL>"
 
@@ -137,11 +140,18 @@ class Store:
 def translate_error(exc: Exception, url: URL) -> StoreError:
     """A driver error as one line naming the target, never the password."""
     target = describe_target(url)
+    first_line = urls.scrub(_first_line(exc), url)
+    refusal = access.refusal(exc, target, first_line)
+    if refusal is not None:
+        return refusal
+    no_folder = urls.missing_sqlite_folder(url)
+    if no_folder is not None:
+        return no_folder
     if isinstance(exc, DBAPIError) and exc.connection_invalidated or _is_connect_error(exc):
-        return StoreUnavailable(f"cannot reach {target}: {_first_line(exc)}")
+        return StoreUnavailable(f"cannot reach {target}: {first_line}")
     if _is_conflict(exc):
-        return StoreConflict(f"transaction aborted by {target}: {_first_line(exc)}")
-    return StoreError(f"database error on {target}: {_first_line(exc)}")
+        return StoreConflict(f"transaction aborted by {target}: {first_line}")
+    return StoreError(f"database error on {target}: {first_line}")
 
 
 def _is_connect_error(exc: Exception) -> bool:
@@ -187,6 +197,7 @@ def open_store(url: str | URL = DEFAULT_URL, bounds: Bounds | None = None, **eng
     the ones derived from its lease settings. Options in the URL win over them.
     """
     parsed = parse_url(url)
+    urls.check_target(parsed)
     backend = parsed.get_backend_name()
     bounds = bounds or Bounds.for_lease()
     kwargs: dict[str, Any] = {}
@@ -208,11 +219,15 @@ def open_store(url: str | URL = DEFAULT_URL, bounds: Bounds | None = None, **eng
         raise StoreError(f"cannot use {safe_url(parsed)}: {hint} ({exc})") from None
     except (ArgumentError, NoSuchModuleError) as exc:
         raise StoreError(f"cannot use {safe_url(parsed)}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # the dialect converting a query option: ?connect_timeout=abc
+        raise StoreError(f"cannot use {safe_url(parsed)}: a query option has a bad value: {exc}") from None
+    urls.check_connect_args(engine)
     if backend == "sqlite":
         _configure_sqlite(engine)
     else:
         if backend in ("mysql", "mariadb"):
             _configure_mysql_session(engine, bounds)
+        urls.guard_driver_errors(engine)
         _ping_when_idle(engine)
     store = Store(engine)
     store.bounds = bounds
@@ -299,7 +314,23 @@ def _set_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
+def _create_private_file(path: str) -> None:
+    """Create a new database file 0600 before SQLite does (0644): it holds env values and output tails.
+    SQLite gives the -wal and -shm files the database file's mode. An existing file keeps its mode."""
+    import os
+
+    # It exists (and keeps its mode), or SQLite will say in its own words why it cannot be made.
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+
+
 def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "do_connect")
+    def _before_connect(_dialect: Any, _record: Any, _cargs: Any, _cparams: Any) -> None:
+        file = _sqlite_file(engine.url)
+        if file is not None and not file.startswith("file:"):
+            _create_private_file(file)
+
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Take transaction control away from pysqlite so "begin" below decides how transactions start.

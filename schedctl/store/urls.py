@@ -1,0 +1,119 @@
+"""Database URLs checked before use and masked before they are shown (issue 16).
+
+A URL is refused before anything connects when it cannot mean what the operator wants: no database named
+(``postgresql://`` would use libpq's defaults and create the schema in some other database), a driver option
+the driver does not have (PyMySQL raised a TypeError deep in the connection), a SQLite file whose folder
+does not exist (``missing_sqlite_folder``: not an outage to retry, a typo), a password with an unencoded ``@`` (its tail would be read
+as the host, and printed). Shown URLs mask the password and every credential-looking query value.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from schedctl.errors import StoreError
+from schedctl.secrets import MASK, SECRET_NAME, mask_query_secrets
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Engine
+
+
+def masked(url: URL) -> str:
+    """The URL as it may be printed: the password and credential-looking query values replaced by ***."""
+    return mask_query_secrets(url.render_as_string(hide_password=True))
+
+
+def scrub(text: str, url: URL) -> str:
+    """``text`` with the URL's own secrets removed, wherever a driver's message repeated them."""
+    secrets = [url.password] if url.password else []
+    secrets += [str(v) for k, v in url.query.items() if SECRET_NAME.search(k) and isinstance(v, str)]
+    for secret in sorted((s for s in secrets if s and len(str(s)) >= 2), key=len, reverse=True):
+        text = text.replace(str(secret), MASK)
+    return mask_query_secrets(text)
+
+
+def check_parsed(url: URL) -> None:
+    """What make_url accepts but cannot be right. Never echoes the user or password."""
+    if url.host and "@" in url.host:
+        raise StoreError(
+            "invalid database URL: an '@' in the user name or password must be written %40 "
+            "(percent-encoded); as given, part of the password would be read as the host"
+        )
+
+
+def check_target(url: URL) -> None:
+    """Refuse a server URL that names no database: libpq and PyMySQL would pick one of their own."""
+    if url.get_backend_name() != "sqlite" and not url.database:
+        raise StoreError(
+            f"{masked(url)} names no database: add it after the host, e.g. "
+            f"{url.get_backend_name()}://user@host/schedctl"
+        )
+
+
+def missing_sqlite_folder(url: URL) -> StoreError | None:
+    """SQLite's "unable to open database file" when the file's folder does not exist: a typo, not an outage."""
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    folder = Path(database).parent
+    if folder.is_dir():
+        return None
+    return StoreError(
+        f"sqlite file {database}: the folder {folder} does not exist (create it, or fix the path)"
+    )
+
+
+def check_connect_args(engine: Engine) -> None:
+    """Options in the URL's query that the driver would reject with a traceback at the first connect."""
+    if engine.dialect.name != "mysql" or engine.dialect.driver != "pymysql":
+        return
+    try:
+        import pymysql  # type: ignore[import-untyped]
+        import pymysql.charset  # type: ignore[import-untyped]
+    except ImportError:  # the driver's absence is reported where the engine is made
+        return
+    try:
+        _args, kwargs = engine.dialect.create_connect_args(engine.url)
+    except (TypeError, ValueError) as exc:  # SQLAlchemy's own conversion: ?connect_timeout=abc
+        raise StoreError(
+            f"{masked(engine.url)}: a query option has a bad value: {scrub(str(exc), engine.url)}"
+        ) from None
+    accepted = set(inspect.signature(pymysql.connections.Connection.__init__).parameters) - {"self"}
+    unknown = sorted(set(kwargs) - accepted - {"client_flag"})
+    if unknown:
+        raise StoreError(
+            f"{masked(engine.url)}: PyMySQL has no option {', '.join(repr(k) for k in unknown)} "
+            "(remove it from the URL's query)"
+        )
+    charset: Any = kwargs.get("charset")
+    if charset and pymysql.charset.charset_by_name(str(charset)) is None:
+        raise StoreError(f"{masked(engine.url)}: unknown MySQL charset {str(charset)[:40]!r}")
+
+
+def guard_driver_errors(engine: Engine) -> None:
+    """What a driver raises outside its own error classes while connecting (PyMySQL: a ValueError for a bad
+    ``?local_infile=``, FileNotFoundError for a missing ``?ssl_ca=``) becomes one line instead of a traceback.
+    A missing or unreadable file is permanent (StoreError); another OS error may pass (StoreUnavailable)."""
+    from sqlalchemy import event
+
+    from schedctl.errors import StoreUnavailable
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except dialect.loaded_dbapi.Error:
+            raise
+        except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+            where = exc.filename or "a file named in the URL's query"
+            raise StoreError(f"cannot connect with {masked(engine.url)}: {exc.strerror}: {where}") from None
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot reach {masked(engine.url)}: {scrub(str(exc), engine.url)}"
+            ) from None
+        except (TypeError, ValueError, AttributeError, LookupError) as exc:
+            raise StoreError(
+                f"{masked(engine.url)}: the driver refused an option: {scrub(str(exc), engine.url)}"
+            ) from None
