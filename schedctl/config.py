@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import re
-import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,9 +24,10 @@ from schedctl.configkeys import Invalid, did_you_mean, one_line, render_path, sh
 from schedctl.durations import format_duration, parse_duration
 from schedctl.errors import ConfigError, Diagnostic
 from schedctl.job import CatchUp, DstPolicy, Job
+from schedctl.tomlfast import jobs_document
 from schedctl.tomlpos import KeyLines, key_lines
 
-MAX_FILE_BYTES = 64 * 1024 * 1024  # 100,000 jobs take ~16 MB; this bounds memory for a mistaken path
+MAX_FILE_BYTES = 256 * 1024 * 1024  # 1,000,000 jobs take ~150 MB; this bounds memory for a mistaken path
 
 _TOO_LARGE = f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB: not a job file"
 
@@ -59,7 +59,11 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
     files = _job_files(path)
     diagnostics: list[Diagnostic] = []
     jobs: dict[str, Job] = {}
-    first_seen: dict[str, tuple[str, _Positions]] = {}  # id -> the file that defined it first
+    # Only names are kept of the files already read: a folder of 1,000 files would otherwise hold every
+    # file's text to the end. A duplicate id reads the other file again, to name its line.
+    seen_in: list[Path] = []
+    first_seen: dict[str, int] = {}  # id -> the index in seen_in of the file that defined it first
+    rescanned: dict[int, _Positions] = {}
     for file in files:
         try:
             text = _read(file)
@@ -70,16 +74,24 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
             diagnostics.append(Diagnostic(str(file), exc.line, exc.message))
             continue
         found, ids, positions, problems = _load_file(text, str(file), now)
+        del text
         diagnostics.extend(problems)
+        number = len(seen_in)
+        seen_in.append(file)
+        if not jobs and not first_seen:  # the first file read: no id can be defined twice yet
+            first_seen = dict.fromkeys(ids, number)
+            jobs = found
+            continue
         for job_id in ids:
-            if job_id not in first_seen:
-                first_seen[job_id] = (str(file), positions)
+            if first_seen.setdefault(job_id, number) == number:
                 if job_id in found:
                     jobs[job_id] = found[job_id]
                 continue
-            other_file, other_positions = first_seen[job_id]
-            other_line = other_positions.line_of(("jobs", job_id))
-            there = f"{other_file}:{other_line}" if other_line is not None else other_file
+            other = first_seen[job_id]
+            if other not in rescanned:
+                rescanned[other] = _Positions(_reread(seen_in[other]))
+            other_line = rescanned[other].line_of(("jobs", job_id))
+            there = f"{seen_in[other]}:{other_line}" if other_line is not None else str(seen_in[other])
             message = f"{render_path(('jobs', job_id))}: duplicate job id (also defined at {there})"
             diagnostics.append(Diagnostic(str(file), positions.line_of(("jobs", job_id)), message))
     if diagnostics:
@@ -148,6 +160,14 @@ def _read(file: Path) -> str:
     return _decode(file.read_bytes())
 
 
+def _reread(file: Path) -> str:
+    """A file read before, for its key lines; "" (no lines) if it cannot be read now."""
+    try:
+        return _read(file)
+    except (OSError, Invalid):
+        return ""
+
+
 class _Positions:
     """Key lines, scanned only when an error needs one: a valid file (the common, large case) never is."""
 
@@ -165,7 +185,7 @@ def _load_file(
     text: str, filename: str, now: datetime | None
 ) -> tuple[dict[str, Job], list[str], _Positions, list[Diagnostic]]:
     """(valid jobs, every declared id, where keys are, diagnostics) for one decoded document."""
-    if len(text) > _PIECE_CHARS and not _JOBS_ITSELF.search(text):
+    if not _JOBS_ITSELF.search(text):
         loaded = _load_pieces(text, filename, now)
         if loaded is not None:
             return loaded
@@ -216,22 +236,22 @@ def _load_pieces(
     positions = _Positions(text)
     diagnostics: list[Diagnostic] = []
     jobs: dict[str, Job] = {}
-    ids: list[str] = []
-    seen: set[str] = set()
+    ids: dict[str, None] = {}  # every id, in order
     when = now or datetime.now(UTC)
     for piece in _pieces(text):
-        try:
-            document = tomllib.loads(piece)
-        except (tomllib.TOMLDecodeError, RecursionError, ValueError):
-            return None
+        document = jobs_document(piece)
+        if document is None:
+            try:
+                document = tomllib.loads(piece)
+            except (tomllib.TOMLDecodeError, RecursionError, ValueError):
+                return None
         tables = document.get("jobs")
         if len(document) != 1 or not isinstance(tables, dict):
             return None
         for job_id, table in tables.items():
-            if job_id in seen or not isinstance(table, dict):
+            if job_id in ids or not isinstance(table, dict):
                 return None
-            seen.add(job_id)
-            ids.append(job_id)
+            ids[job_id] = None
 
             def line_of(path: tuple[str | int, ...], job_id: str = job_id) -> int | None:
                 return positions.line_of(("jobs", job_id, *path))
@@ -241,7 +261,7 @@ def _load_pieces(
                 jobs[job_id] = job
         del document, tables
     diagnostics.sort(key=lambda d: d.line or 0)
-    return jobs, ids, positions, diagnostics
+    return jobs, list(ids), positions, diagnostics
 
 
 def _decode(data: str | bytes) -> str:
@@ -374,15 +394,21 @@ def _build_job(
         report((), "nested too deeply")
     if len(diagnostics) > before:
         return None
-    for name in _SHARED_TEXT:
-        value = values.get(name)
-        if type(value) is str:
-            # 100,000 jobs name a handful of schedules, zones and commands: one string each, not one per job.
-            values[name] = sys.intern(value)
+    # A million jobs name a handful of schedules, zones and commands: one string each, not one per job.
+    # check_table already shares the results of the values it keeps (schedule, timezone, workdir, user);
+    # commands are often all different, so they are shared through a bounded table, not interned for good.
+    command = values.get("command")
+    if type(command) is str:
+        shared = _SHARED_COMMANDS.get(command)
+        if shared is None and len(_SHARED_COMMANDS) < _MAX_SHARED_COMMANDS:
+            _SHARED_COMMANDS[command] = command
+        elif shared is not None:
+            values["command"] = shared
     return Job(id=job_id, **values)
 
 
-_SHARED_TEXT = ("schedule", "timezone", "command", "workdir", "user")
+_SHARED_COMMANDS: dict[str, str] = {}
+_MAX_SHARED_COMMANDS = 10_000
 
 
 # ---------------------------------------------------------------------------------------------- dumping
