@@ -64,6 +64,7 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
     seen_in: list[Path] = []
     first_seen: dict[str, int] = {}  # id -> the index in seen_in of the file that defined it first
     rescanned: dict[int, _Positions] = {}
+    first_ids: Iterable[str] = ()
     for file in files:
         try:
             text = _read(file)
@@ -78,10 +79,11 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
         diagnostics.extend(problems)
         number = len(seen_in)
         seen_in.append(file)
-        if not jobs and not first_seen:  # the first file read: no id can be defined twice yet
-            first_seen = dict.fromkeys(ids, number)
-            jobs = found
+        if number == 0:  # the first file read: no id can be defined twice yet
+            jobs, first_ids = found, ids
             continue
+        if number == 1:
+            first_seen = dict.fromkeys(first_ids, 0)
         for job_id in ids:
             if first_seen.setdefault(job_id, number) == number:
                 if job_id in found:
@@ -96,7 +98,13 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
             diagnostics.append(Diagnostic(str(file), positions.line_of(("jobs", job_id)), message))
     if diagnostics:
         raise ConfigError(diagnostics)
-    return dict(sorted(jobs.items()))
+    return _by_id(jobs)
+
+
+def _by_id(jobs: dict[str, Job]) -> dict[str, Job]:
+    """The jobs ordered by id; as they are when generated in order (no copy of a million entries then)."""
+    ids = list(jobs)
+    return jobs if ids == sorted(ids) else dict(sorted(jobs.items()))
 
 
 def loads_jobs(text: str | bytes, filename: str, now: datetime | None = None) -> dict[str, Job]:
@@ -185,7 +193,7 @@ def _load_file(
     text: str, filename: str, now: datetime | None
 ) -> tuple[dict[str, Job], list[str], _Positions, list[Diagnostic]]:
     """(valid jobs, every declared id, where keys are, diagnostics) for one decoded document."""
-    if not _JOBS_ITSELF.search(text):
+    if not _defines_jobs_itself(text):
         loaded = _load_pieces(text, filename, now)
         if loaded is not None:
             return loaded
@@ -217,7 +225,13 @@ def _load_file(
 # tables); anything else, any error included, is parsed whole, so diagnostics are exactly those of one parse.
 _PIECE_CHARS = 1 << 20
 # `[jobs]` or `jobs = {...}` defines the jobs table itself: two pieces could not tell it was defined twice.
-_JOBS_ITSELF = re.compile(r"""^[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""", re.MULTILINE)
+# (Searched from each line end, a literal the regex engine skips to: "^" with MULTILINE tries every character.)
+_JOBS_AT_START = re.compile(r"""[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""")
+_JOBS_ITSELF_LATER = re.compile(r"""\n[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""")
+
+
+def _defines_jobs_itself(text: str) -> bool:
+    return _JOBS_AT_START.match(text) is not None or _JOBS_ITSELF_LATER.search(text) is not None
 
 
 def _pieces(text: str) -> Iterable[str]:
@@ -236,7 +250,8 @@ def _load_pieces(
     positions = _Positions(text)
     diagnostics: list[Diagnostic] = []
     jobs: dict[str, Job] = {}
-    ids: dict[str, None] = {}  # every id, in order
+    ids: list[str] = []  # every id, in order
+    refused: set[str] = set()  # the ids of invalid jobs: with those in jobs, every id seen so far
     when = now or datetime.now(UTC)
     for piece in _pieces(text):
         document = jobs_document(piece)
@@ -249,9 +264,9 @@ def _load_pieces(
         if len(document) != 1 or not isinstance(tables, dict):
             return None
         for job_id, table in tables.items():
-            if job_id in ids or not isinstance(table, dict):
+            if job_id in jobs or job_id in refused or not isinstance(table, dict):
                 return None
-            ids[job_id] = None
+            ids.append(job_id)
 
             def line_of(path: tuple[str | int, ...], job_id: str = job_id) -> int | None:
                 return positions.line_of(("jobs", job_id, *path))
@@ -259,9 +274,11 @@ def _load_pieces(
             job = _build_job(job_id, table, filename, line_of, when, diagnostics)
             if job is not None:
                 jobs[job_id] = job
+            else:
+                refused.add(job_id)
         del document, tables
     diagnostics.sort(key=lambda d: d.line or 0)
-    return jobs, list(ids), positions, diagnostics
+    return jobs, ids, positions, diagnostics
 
 
 def _decode(data: str | bytes) -> str:

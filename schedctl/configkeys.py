@@ -333,7 +333,7 @@ def check_id(job_id: str) -> str | None:
 # its type too, as True == 1 == 1.0), so each distinct value is checked once and its result, one object,
 # is shared by every job that has it. Keys whose values are mostly unique (commands, texts) are not kept.
 _KEPT_KEYS = frozenset(CHECKS) - {"command", "stdin", "source", "description", "on_failure", "on_success"}
-_KEPT_TYPES = (str, int, float, bool)
+_KEPT_TYPES = frozenset({str, int, float, bool})
 _MAX_KEPT = 50_000
 _kept: dict[tuple[str, type, Any], Any] = {}
 
@@ -343,13 +343,13 @@ def check_table(table: Mapping[str, Any], report: Report) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, value in table.items():
         kind = type(value)
+        memo = None
         if kind in _KEPT_TYPES and name in _KEPT_KEYS:
             memo = (name, kind, value)
-            if memo in _kept:
-                values[name] = _kept[memo]
+            kept = _kept.get(memo, _kept)
+            if kept is not _kept:
+                values[name] = kept
                 continue
-        else:
-            memo = None
         check = CHECKS.get(name)
         if check is None:
             report((name,), "unknown key" + did_you_mean(name, KNOWN))

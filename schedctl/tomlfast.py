@@ -59,7 +59,7 @@ def jobs_document(text: str) -> dict[str, Any] | None:
             elif flag:
                 table[key] = flag == "true"
             else:
-                table[key] = _unescape(string)
+                table[key] = _unescape(string) if "\\" in string else string
         elif header:
             if sub:
                 parent = jobs.get(header)
