@@ -280,17 +280,28 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
         if name == "postgresql":
             types = [job_runs.c[c].type.compile(dialect=dialect) for c in RUN_COLUMNS]
             types = ["text" if c == "snapshot" else t for c, t in zip(RUN_COLUMNS, types, strict=True)]
-            arrays = ", ".join(
-                f"CAST(%(c{i})b AS {t}[])" for i, t in enumerate(types)
-            )  # binary, as dispatch sends them
-            aliases = ", ".join(f"c{i}" for i in range(len(types)))
+            # As dispatch does: a column whose values are all equal is sent once, the others as binary arrays.
+            columns = list(zip(*rows, strict=True))
+            same = [col.count(col[0]) == len(col) for col in columns]
+            arrays = ", ".join(f"CAST(%(c{i})b AS {t}[])" for i, t in enumerate(types) if not same[i])
+            aliases = ", ".join(f"c{i}" for i in range(len(types)) if not same[i])
             casts = ", ".join(
-                f"CAST(u.c{i} AS json)" if c == "snapshot" else f"u.c{i}" for i, c in enumerate(RUN_COLUMNS)
+                (f"CAST(%(c{i})s AS {types[i]})" if same[i] else f"u.c{i}")
+                + ("::json" if c == "snapshot" else "")
+                for i, c in enumerate(RUN_COLUMNS)
             )
-            sql = f"INSERT INTO job_runs ({quoted}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) ON CONFLICT DO NOTHING"
-            params = [
-                {f"c{i}": list(col) for i, col in enumerate(zip(*chunk, strict=True))} for chunk in batches
-            ]
+            sql = (
+                f"INSERT INTO job_runs ({quoted}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) "
+                "ON CONFLICT DO NOTHING"
+            )
+            params = []
+            for start in range(0, len(rows), batch):
+                params.append(
+                    {
+                        f"c{i}": col[0] if same[i] else list(col[start : start + batch])
+                        for i, col in enumerate(columns)
+                    }
+                )
             t0 = time.perf_counter()
             for p in params:
                 cur.execute(sql, p)
