@@ -329,10 +329,12 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
                 cur.execute(sql, p)
                 raw.commit()
         else:
-            # As dispatch does: a column whose values are all equal is written into the statement once.
+            # As dispatch does on SQLite: a column whose values are all equal is written into the statement once.
             columns = list(zip(*rows, strict=True))
-            same = [col.count(col[0]) == len(col) for col in columns]
-            marks = ", ".join(_literal(col[0], name) if same[i] else mark for i, col in enumerate(columns))
+            # (SQLite only: PyMySQL makes one multi-row statement of an executemany only when every value is
+            # a placeholder, as dispatch sends them.)
+            same = [name == "sqlite" and col.count(col[0]) == len(col) for col in columns]
+            marks = ", ".join(_literal(col[0]) if same[i] else mark for i, col in enumerate(columns))
             varying = [col for i, col in enumerate(columns) if not same[i]]
             chunks = [
                 list(zip(*(c[k : k + batch] for c in varying), strict=True))
@@ -356,14 +358,13 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
     return {"bare_insert_s": elapsed, "bare_rows": inserted, "backend": name}
 
 
-def _literal(value: Any, backend: str) -> str:
-    """A stored value (as the driver returned it) written into SQL; only the bench's own values get here."""
+def _literal(value: Any) -> str:
+    """A value as SQLite stored it, written into SQL; only the bench's own values get here."""
     if value is None:
         return "NULL"
     if isinstance(value, bool | int):
         return str(int(value))
-    text = str(value).replace("'", "''")
-    return "'" + (text.replace("\\", "\\\\") if backend == "mysql" else text) + "'"
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _claimed(store: Any, boundary: datetime) -> int:
