@@ -113,7 +113,9 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
+def bench_schedctl(
+    count: int, db: str | None, tmp: Path, bare_insert: bool = True, profile: bool = False
+) -> dict[str, Any]:
     from schedctl import lease as lease_mod
     from schedctl import scheduler as scheduler_mod
     from schedctl.clock import SystemClock
@@ -137,6 +139,7 @@ def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
     store = open_store(private.url)
     upgrade(store)
     commits: list[tuple[float, int, datetime]] = []
+    commit_cpu: list[float] = []  # this process's CPU time at each commit (the client's share of a pass)
     renewals: list[float] = []
     terms_seen: set[int] = set()
     advances: list[tuple[float, int]] = []  # (wall time, jobs) of each deferred last_dispatched batch
@@ -152,6 +155,7 @@ def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
         result = real_dispatch(*args, **kwargs)
         ticks = args[2]
         commits.append((time.time(), len(ticks), max(t.scheduled_for for t in ticks)))
+        commit_cpu.append(time.process_time())
         return result
 
     def timed_renew(*args: Any, **kwargs: Any) -> Any:
@@ -166,6 +170,22 @@ def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
     scheduler_mod.sql.advance = timed_advance  # type: ignore[assignment]
     settings = SchedulerSettings(identity=default_identity())
     sched = Scheduler(store, settings, lambda: jobs, SystemClock(), jobs=jobs)
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        real_due = sched._dispatch_due  # noqa: SLF001 - a benchmark peeks
+
+        def profiled_due() -> None:
+            # Only the pass of the boundary: the one that finds ticks due.
+            plan = sched._plan  # noqa: SLF001
+            if plan is not None and plan.heap and plan.heap[0][0] <= sched.now() and not out.get("profiled"):
+                out["profiled"] = True
+                profiler.runcall(real_due)
+            else:
+                real_due()
+
+        sched._dispatch_due = profiled_due  # type: ignore[method-assign]  # noqa: SLF001
     stopping = threading.Event()
     thread = threading.Thread(target=sched.run, args=(stopping,), daemon=True)
     cpu0 = time.process_time()
@@ -179,6 +199,11 @@ def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
     while boundary.second % 30:
         boundary += timedelta(seconds=1)
     expected_end = boundary.timestamp()
+    while time.time() < expected_end - 0.05:
+        time.sleep(0.01)
+    while time.time() < expected_end:
+        pass
+    cpu_at_boundary = time.process_time()
     while sum(n for _, n, at in commits if at == boundary) < count and time.time() < expected_end + 60:
         time.sleep(0.005)
     boundary_commits = [(t, n) for t, n, at in commits if at == boundary]
@@ -189,6 +214,8 @@ def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
         out["last_commit_lag_s"] = boundary_commits[-1][0] - expected_end
         lags = [t - expected_end for t, n in boundary_commits for _ in range(n)]
         out["p50_lag_s"], out["p99_lag_s"] = pct(lags, 0.5), pct(lags, 0.99)
+        last_index = max(i for i, (_, _, at) in enumerate(commits) if at == boundary)
+        out["pass_cpu_s"] = commit_cpu[last_index] - cpu_at_boundary
         # The watermarks of a many-batch pass are written after its claims: when the last of them landed.
         # (A pass of one batch writes them with its claims, and calls no advance.)
         last = boundary_commits[-1][0]
@@ -217,12 +244,127 @@ def bench_schedctl(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
         out["idle_pass_us"] = (time.perf_counter() - t0) / n * 1e6
         out["groups"] = len(plan.groups)
     out["cpu_s"] = time.process_time() - cpu0
+    if profile:
+        import pstats
+
+        print(f"profile of the boundary pass ({count} jobs), by own time:")
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
+    if bare_insert and out["claimed"]:
+        out.update(bare_insert_s(store, settings.batch_size))
     scheduler_mod.sql.dispatch = real_dispatch  # type: ignore[assignment]
     scheduler_mod.lease.acquire_or_renew = real_renew  # type: ignore[assignment]
     scheduler_mod.sql.advance = real_advance  # type: ignore[assignment]
     store.dispose()
     private.drop()
     return out
+
+
+# The columns a dispatch batch writes (store/dispatch.py _insert_rows); the rest take their defaults.
+RUN_COLUMNS = (
+    "job_id", "scheduled_for", "state", "reason", "reason_detail", "manual", "term", "attempt", "failures",
+    "queued_at", "not_before", "cancel_requested", "snapshot", "labels_key", "concurrency",
+)  # fmt: skip
+# What each backend's bare insert goals allow (issue 19, goal 1): the pass within this multiple of it.
+INSERT_GOAL = {"postgresql": 1.5, "sqlite": 2.0, "mysql": 2.0}
+
+
+def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
+    """The anchor of goal 1: the boundary's rows read back as the database stores them and inserted again
+    (each job id with a suffix, so every row is new) in batches of ``batch``, one transaction each, on one
+    connection of the bare driver, with every parameter built before the clock starts: PostgreSQL
+    ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`` (psycopg), SQLite ``INSERT OR IGNORE``
+    ``executemany``, MariaDB ``INSERT IGNORE`` ``executemany`` (PyMySQL sends one multi-row statement).
+    The table already holds the pass's rows, as it did for the later batches of the pass."""
+    from schedctl.store.schema import job_runs
+
+    raw = store.engine.raw_connection()
+    try:
+        dialect = store.engine.dialect
+        name = dialect.name
+        quoted = ", ".join(f'"{c}"' if name != "mysql" else f"`{c}`" for c in RUN_COLUMNS)
+        selected = ", ".join(
+            (
+                f'"{c}"::text'
+                if name == "postgresql" and c == "snapshot"
+                else (f"`{c}`" if name == "mysql" else f'"{c}"')
+            )
+            for c in RUN_COLUMNS
+        )
+        cur = raw.cursor()
+        cur.execute(
+            "SELECT scheduled_for FROM job_runs GROUP BY scheduled_for ORDER BY count(*) DESC LIMIT 1"
+        )
+        at = cur.fetchone()[0]
+        mark = "?" if name == "sqlite" else "%s"
+        cur.execute(f"SELECT {selected} FROM job_runs WHERE scheduled_for = {mark}", (at,))
+        rows = [(f"{r[0]}~bare", *r[1:]) for r in cur.fetchall()]
+        raw.commit()
+        if name == "postgresql":
+            types = [job_runs.c[c].type.compile(dialect=dialect) for c in RUN_COLUMNS]
+            types = ["text" if c == "snapshot" else t for c, t in zip(RUN_COLUMNS, types, strict=True)]
+            # As dispatch does: a column whose values are all equal is sent once, the others as binary arrays.
+            columns = list(zip(*rows, strict=True))
+            same = [col.count(col[0]) == len(col) for col in columns]
+            arrays = ", ".join(f"CAST(%(c{i})b AS {t}[])" for i, t in enumerate(types) if not same[i])
+            aliases = ", ".join(f"c{i}" for i in range(len(types)) if not same[i])
+            casts = ", ".join(
+                (f"CAST(%(c{i})s AS {types[i]})" if same[i] else f"u.c{i}")
+                + ("::json" if c == "snapshot" else "")
+                for i, c in enumerate(RUN_COLUMNS)
+            )
+            sql = (
+                f"INSERT INTO job_runs ({quoted}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) "
+                "ON CONFLICT DO NOTHING"
+            )
+            params = []
+            for start in range(0, len(rows), batch):
+                params.append(
+                    {
+                        f"c{i}": col[0] if same[i] else list(col[start : start + batch])
+                        for i, col in enumerate(columns)
+                    }
+                )
+            t0 = time.perf_counter()
+            for p in params:
+                cur.execute(sql, p)
+                raw.commit()
+        else:
+            # As dispatch does on SQLite: a column whose values are all equal is written into the statement once.
+            columns = list(zip(*rows, strict=True))
+            # (SQLite only: PyMySQL makes one multi-row statement of an executemany only when every value is
+            # a placeholder, as dispatch sends them.)
+            same = [name == "sqlite" and col.count(col[0]) == len(col) for col in columns]
+            marks = ", ".join(_literal(col[0]) if same[i] else mark for i, col in enumerate(columns))
+            varying = [col for i, col in enumerate(columns) if not same[i]]
+            chunks = [
+                list(zip(*(c[k : k + batch] for c in varying), strict=True))
+                for k in range(0, len(rows), batch)
+            ]
+            verb = "INSERT OR IGNORE" if name == "sqlite" else "INSERT IGNORE"
+            sql = f"{verb} INTO job_runs ({quoted}) VALUES ({marks})"
+            t0 = time.perf_counter()
+            for chunk in chunks:
+                if name == "sqlite":  # the store's connections are in autocommit mode: BEGIN as it does
+                    cur.execute("BEGIN IMMEDIATE")
+                cur.executemany(sql, chunk)
+                raw.commit()
+        elapsed = time.perf_counter() - t0
+        cur.execute(f"SELECT count(*) FROM job_runs WHERE job_id LIKE {mark}", ("%~bare",))
+        inserted = cur.fetchone()[0]
+        raw.commit()
+        cur.close()
+    finally:
+        raw.close()
+    return {"bare_insert_s": elapsed, "bare_rows": inserted, "backend": name}
+
+
+def _literal(value: Any) -> str:
+    """A value as SQLite stored it, written into SQL; only the bench's own values get here."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool | int):
+        return str(int(value))
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _claimed(store: Any, boundary: datetime) -> int:
@@ -366,6 +508,16 @@ def main() -> None:
     parser.add_argument("--jobs", default="10000,100000", help="comma-separated job counts")
     parser.add_argument("--no-apscheduler", action="store_true")
     parser.add_argument(
+        "--profile-pass",
+        action="store_true",
+        help="print a cProfile of the boundary pass (the leader's thread)",
+    )
+    parser.add_argument(
+        "--no-bare-insert",
+        action="store_true",
+        help="skip the bare insert of the same rows (goal 1's anchor)",
+    )
+    parser.add_argument(
         "--cpu-hour", type=int, default=0, metavar="N", help="also simulate an hour of N jobs"
     )
     args = parser.parse_args()
@@ -378,7 +530,9 @@ def main() -> None:
     print(f"schedctl scheduler benchmark on {target}; {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as tmp:
         for count in [int(x) for x in args.jobs.split(",")]:
-            r = bench_schedctl(count, args.db, Path(tmp))
+            r = bench_schedctl(
+                count, args.db, Path(tmp), bare_insert=not args.no_bare_insert, profile=args.profile_pass
+            )
             print(
                 f"schedctl {count:>7} jobs: load {r['load_s']:.2f}s (+{r['load_rss_mb']:.0f} MB), take-over "
                 f"{r['take_over_s']:.2f}s, {r.get('groups', '?')} schedules; boundary: claimed {r['claimed']}/{count} "
@@ -390,6 +544,18 @@ def main() -> None:
                 f"{r.get('idle_pass_us', float('nan')):.1f}us; RSS {r['rss_mb']:.0f} MB; CPU {r['cpu_s']:.1f}s",
                 flush=True,
             )
+            if "bare_insert_s" in r:
+                goal = INSERT_GOAL.get(r["backend"], 2.0)
+                last = r.get("last_commit_lag_s", float("nan"))
+                ratio = last / r["bare_insert_s"]
+                print(
+                    f"  goal 1, {count} jobs: all claimed +{last:.3f}s after the boundary; bare insert of the same "
+                    f"{r['bare_rows']} rows {r['bare_insert_s']:.3f}s; ratio {ratio:.2f}x (goal <= {goal:g}x: "
+                    f"{'met' if ratio <= goal else 'missed'}); client CPU during the pass "
+                    f"{r.get('pass_cpu_s', float('nan')):.3f}s, the rest ({last - r.get('pass_cpu_s', float('nan')):.3f}s) "
+                    f"waiting on the database; load average {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
         if args.cpu_hour:
             h = bench_cpu_hour(args.cpu_hour, args.db, Path(tmp))
             print(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import re
-import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,9 +24,10 @@ from schedctl.configkeys import Invalid, did_you_mean, one_line, render_path, sh
 from schedctl.durations import format_duration, parse_duration
 from schedctl.errors import ConfigError, Diagnostic
 from schedctl.job import CatchUp, DstPolicy, Job
+from schedctl.tomlfast import jobs_document
 from schedctl.tomlpos import KeyLines, key_lines
 
-MAX_FILE_BYTES = 64 * 1024 * 1024  # 100,000 jobs take ~16 MB; this bounds memory for a mistaken path
+MAX_FILE_BYTES = 256 * 1024 * 1024  # 1,000,000 jobs take ~150 MB; this bounds memory for a mistaken path
 
 _TOO_LARGE = f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB: not a job file"
 
@@ -59,7 +59,12 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
     files = _job_files(path)
     diagnostics: list[Diagnostic] = []
     jobs: dict[str, Job] = {}
-    first_seen: dict[str, tuple[str, _Positions]] = {}  # id -> the file that defined it first
+    # Only names are kept of the files already read: a folder of 1,000 files would otherwise hold every
+    # file's text to the end. A duplicate id reads the other file again, to name its line.
+    seen_in: list[Path] = []
+    first_seen: dict[str, int] = {}  # id -> the index in seen_in of the file that defined it first
+    rescanned: dict[int, _Positions] = {}
+    first_ids: Iterable[str] = ()
     for file in files:
         try:
             text = _read(file)
@@ -70,21 +75,36 @@ def _load_jobs(path: Path, now: datetime | None) -> dict[str, Job]:
             diagnostics.append(Diagnostic(str(file), exc.line, exc.message))
             continue
         found, ids, positions, problems = _load_file(text, str(file), now)
+        del text
         diagnostics.extend(problems)
+        number = len(seen_in)
+        seen_in.append(file)
+        if number == 0:  # the first file read: no id can be defined twice yet
+            jobs, first_ids = found, ids
+            continue
+        if number == 1:
+            first_seen = dict.fromkeys(first_ids, 0)
         for job_id in ids:
-            if job_id not in first_seen:
-                first_seen[job_id] = (str(file), positions)
+            if first_seen.setdefault(job_id, number) == number:
                 if job_id in found:
                     jobs[job_id] = found[job_id]
                 continue
-            other_file, other_positions = first_seen[job_id]
-            other_line = other_positions.line_of(("jobs", job_id))
-            there = f"{other_file}:{other_line}" if other_line is not None else other_file
+            other = first_seen[job_id]
+            if other not in rescanned:
+                rescanned[other] = _Positions(_reread(seen_in[other]))
+            other_line = rescanned[other].line_of(("jobs", job_id))
+            there = f"{seen_in[other]}:{other_line}" if other_line is not None else str(seen_in[other])
             message = f"{render_path(('jobs', job_id))}: duplicate job id (also defined at {there})"
             diagnostics.append(Diagnostic(str(file), positions.line_of(("jobs", job_id)), message))
     if diagnostics:
         raise ConfigError(diagnostics)
-    return dict(sorted(jobs.items()))
+    return _by_id(jobs)
+
+
+def _by_id(jobs: dict[str, Job]) -> dict[str, Job]:
+    """The jobs ordered by id; as they are when generated in order (no copy of a million entries then)."""
+    ids = list(jobs)
+    return jobs if ids == sorted(ids) else dict(sorted(jobs.items()))
 
 
 def loads_jobs(text: str | bytes, filename: str, now: datetime | None = None) -> dict[str, Job]:
@@ -154,6 +174,14 @@ def _read(file: Path) -> str:
     return _decode(data)
 
 
+def _reread(file: Path) -> str:
+    """A file read before, for its key lines; "" (no lines) if it cannot be read now."""
+    try:
+        return _read(file)
+    except (OSError, Invalid):
+        return ""
+
+
 class _Positions:
     """Key lines, scanned only when an error needs one: a valid file (the common, large case) never is."""
 
@@ -171,7 +199,7 @@ def _load_file(
     text: str, filename: str, now: datetime | None
 ) -> tuple[dict[str, Job], list[str], _Positions, list[Diagnostic]]:
     """(valid jobs, every declared id, where keys are, diagnostics) for one decoded document."""
-    if len(text) > _PIECE_CHARS and not _JOBS_ITSELF.search(text):
+    if not _defines_jobs_itself(text):
         loaded = _load_pieces(text, filename, now)
         if loaded is not None:
             return loaded
@@ -203,7 +231,13 @@ def _load_file(
 # tables); anything else, any error included, is parsed whole, so diagnostics are exactly those of one parse.
 _PIECE_CHARS = 1 << 20
 # `[jobs]` or `jobs = {...}` defines the jobs table itself: two pieces could not tell it was defined twice.
-_JOBS_ITSELF = re.compile(r"""^[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""", re.MULTILINE)
+# (Searched from each line end, a literal the regex engine skips to: "^" with MULTILINE tries every character.)
+_JOBS_AT_START = re.compile(r"""[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""")
+_JOBS_ITSELF_LATER = re.compile(r"""\n[ \t]*(?:\[[ \t]*)?(?:jobs|"jobs"|'jobs')[ \t]*[\]=]""")
+
+
+def _defines_jobs_itself(text: str) -> bool:
+    return _JOBS_AT_START.match(text) is not None or _JOBS_ITSELF_LATER.search(text) is not None
 
 
 def _pieces(text: str) -> Iterable[str]:
@@ -222,21 +256,22 @@ def _load_pieces(
     positions = _Positions(text)
     diagnostics: list[Diagnostic] = []
     jobs: dict[str, Job] = {}
-    ids: list[str] = []
-    seen: set[str] = set()
+    ids: list[str] = []  # every id, in order
+    refused: set[str] = set()  # the ids of invalid jobs: with those in jobs, every id seen so far
     when = now or datetime.now(UTC)
     for piece in _pieces(text):
-        try:
-            document = tomllib.loads(piece)
-        except (tomllib.TOMLDecodeError, RecursionError, ValueError):
-            return None
+        document = jobs_document(piece)
+        if document is None:
+            try:
+                document = tomllib.loads(piece)
+            except (tomllib.TOMLDecodeError, RecursionError, ValueError):
+                return None
         tables = document.get("jobs")
         if len(document) != 1 or not isinstance(tables, dict):
             return None
         for job_id, table in tables.items():
-            if job_id in seen or not isinstance(table, dict):
+            if job_id in jobs or job_id in refused or not isinstance(table, dict):
                 return None
-            seen.add(job_id)
             ids.append(job_id)
 
             def line_of(path: tuple[str | int, ...], job_id: str = job_id) -> int | None:
@@ -245,6 +280,8 @@ def _load_pieces(
             job = _build_job(job_id, table, filename, line_of, when, diagnostics)
             if job is not None:
                 jobs[job_id] = job
+            else:
+                refused.add(job_id)
         del document, tables
     diagnostics.sort(key=lambda d: d.line or 0)
     return jobs, ids, positions, diagnostics
@@ -380,15 +417,21 @@ def _build_job(
         report((), "nested too deeply")
     if len(diagnostics) > before:
         return None
-    for name in _SHARED_TEXT:
-        value = values.get(name)
-        if type(value) is str:
-            # 100,000 jobs name a handful of schedules, zones and commands: one string each, not one per job.
-            values[name] = sys.intern(value)
+    # A million jobs name a handful of schedules, zones and commands: one string each, not one per job.
+    # check_table already shares the results of the values it keeps (schedule, timezone, workdir, user);
+    # commands are often all different, so they are shared through a bounded table, not interned for good.
+    command = values.get("command")
+    if type(command) is str:
+        shared = _SHARED_COMMANDS.get(command)
+        if shared is None and len(_SHARED_COMMANDS) < _MAX_SHARED_COMMANDS:
+            _SHARED_COMMANDS[command] = command
+        elif shared is not None:
+            values["command"] = shared
     return Job(id=job_id, **values)
 
 
-_SHARED_TEXT = ("schedule", "timezone", "command", "workdir", "user")
+_SHARED_COMMANDS: dict[str, str] = {}
+_MAX_SHARED_COMMANDS = 10_000
 
 
 # ---------------------------------------------------------------------------------------------- dumping

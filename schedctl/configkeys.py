@@ -361,18 +361,38 @@ def check_id(job_id: str) -> str | None:
     return f"invalid job id: ids are lower-case letters, digits, '.', '_' and '-', starting with a letter or digit{hint}"
 
 
+# A million jobs share a few schedules, zones and policies: a scalar value's check result is kept (keyed by
+# its type too, as True == 1 == 1.0), so each distinct value is checked once and its result, one object,
+# is shared by every job that has it. Keys whose values are mostly unique (commands, texts) are not kept.
+_KEPT_KEYS = frozenset(CHECKS) - {"command", "stdin", "source", "description", "on_failure", "on_success"}
+_KEPT_TYPES = frozenset({str, int, float, bool})
+_MAX_KEPT = 50_000
+_kept: dict[tuple[str, type, Any], Any] = {}
+
+
 def check_table(table: Mapping[str, Any], report: Report) -> dict[str, Any]:
     """The Job field values of the keys that are valid; every problem goes to ``report``."""
     values: dict[str, Any] = {}
     for name, value in table.items():
+        kind = type(value)
+        memo = None
+        if kind in _KEPT_TYPES and name in _KEPT_KEYS:
+            memo = (name, kind, value)
+            kept = _kept.get(memo, _kept)
+            if kept is not _kept:
+                values[name] = kept
+                continue
         check = CHECKS.get(name)
         if check is None:
             report((name,), "unknown key" + did_you_mean(name, KNOWN))
             continue
         try:
-            values[name] = check(value)
+            values[name] = checked = check(value)
         except Invalid as exc:
             report((name, *exc.at), exc.message)
+            continue
+        if memo is not None and len(_kept) < _MAX_KEPT:
+            _kept[memo] = checked
     for name in REQUIRED:
         if name not in table:
             report((name,), _MISSING[name])

@@ -73,7 +73,7 @@ def test_a_huge_file_is_refused_before_reading(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "big.toml").write_bytes(b"#" * 1001)
     with pytest.raises(ConfigError) as caught:
         load_jobs(tmp_path / "big.toml", now=NOW)
-    assert str(caught.value) == f"{tmp_path / 'big.toml'}: larger than 64 MiB: not a job file"
+    assert str(caught.value) == f"{tmp_path / 'big.toml'}: larger than 256 MiB: not a job file"
     with pytest.raises(ConfigError, match="not a job file"):
         config.loads_jobs(b"#" * 1001, "big.toml", now=NOW)
 
