@@ -20,10 +20,12 @@ from sqlalchemy.engine import Connection
 
 from schedctl.durations import format_duration, parse_duration
 from schedctl.job import Job
+from schedctl.settings import DEFAULT_CATCH_UP_GRACE
 from schedctl.store import Store
 from schedctl.store import history as h
 
-CATCH_UP_GRACE = 60.0  # seconds; SchedulerSettings.catch_up_grace: a younger tick is late, not missed
+# The grace of leaders that recorded none (terms from before schema 0003); every leader since records its own.
+CATCH_UP_GRACE = DEFAULT_CATCH_UP_GRACE
 LOOKBACK = timedelta(days=7)  # the default window never reaches further back than this
 LEASE_NAME = "cron"  # SchedulerSettings.lease_name
 _TINY = timedelta(microseconds=1)
@@ -44,6 +46,7 @@ class Reason(StrEnum):
     PAUSED = "paused"  # the job was paused (`schedctl pause` or `paused = true` in its file)
     NOT_DEFINED = "not_defined"  # before a scheduler first saw the job (or before its schedule changed)
     UNEXPLAINED = "unexplained"  # a scheduler held the lease, yet nothing was recorded for the tick
+    LATE = "late"  # younger than the leader's grace: not missed (yet); only listed for an explicit --until
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class MissedTick:
     scheduled_for: datetime
     reason_code: str
     reason_text: str
-    row_state: str | None  # "skipped" when the tick has a row, None when it has none
+    row_state: str | None  # "skipped" (or "queued" for a late tick) when the tick has a row, None when not
+    state: str = "missed"  # "missed", or "late": younger than the grace, the leader may still dispatch it
 
 
 @dataclass(frozen=True)
@@ -123,8 +127,11 @@ class _Cover:
 class LeaseTimeline:
     """When some scheduler held the lease, merged over terms, to tell "no leader" from "a leader but nothing"."""
 
-    def __init__(self, terms: Iterable[h.TermRecord], now: datetime) -> None:
+    def __init__(
+        self, terms: Iterable[h.TermRecord], now: datetime, fallback_grace: float = CATCH_UP_GRACE
+    ) -> None:
         self.now = now
+        self.fallback_grace = fallback_grace
         covers: list[_Cover] = []
         for t in sorted(terms, key=lambda t: t.acquired_at):
             if covers and t.acquired_at <= covers[-1].end:
@@ -134,16 +141,35 @@ class LeaseTimeline:
                 covers.append(_Cover(t.acquired_at, t.held_until, [t]))
         self.covers = covers
         self._starts = [c.start for c in covers]
+        graces = [self.grace_of(t) for c in covers for t in c.terms]
+        self.max_grace = max(graces, default=timedelta(seconds=fallback_grace))
         self._gap_memo: dict[tuple[int, date], str] = {}
 
-    def holder_near(self, tick: datetime, grace: timedelta) -> h.TermRecord | None:
-        """The latest term held at some instant of ``[tick, tick + grace]``: that leader should have recorded
-        the tick (a leader that arrives within the grace dispatches it late, not missed)."""
-        i = bisect.bisect_right(self._starts, tick + grace) - 1
-        if i < 0 or self.covers[i].end < tick:
+    def grace_of(self, term: h.TermRecord) -> timedelta:
+        """The grace that term's leader split late from missed ticks by."""
+        grace = term.catch_up_grace if term.catch_up_grace is not None else self.fallback_grace
+        return timedelta(seconds=grace)
+
+    def holder_near(self, tick: datetime) -> h.TermRecord | None:
+        """The latest term held at some instant of ``[tick, tick + its grace]``: that leader should have
+        recorded the tick (a leader that arrives within its grace dispatches it late, not missed)."""
+        k = bisect.bisect_right(self._starts, tick + self.max_grace) - 1
+        while k >= 0 and self.covers[k].end >= tick:  # covers are disjoint: an earlier one ends earlier
+            held = [
+                t
+                for t in self.covers[k].terms
+                if t.acquired_at <= tick + self.grace_of(t) and t.held_until >= tick
+            ]
+            if held:
+                return held[-1]
+            k -= 1
+        return None
+
+    def last_end(self) -> h.TermRecord | None:
+        """The term that ended last, when no term holds now; None while one does (or none ever did)."""
+        if not self.covers or self.covers[-1].end > self.now:
             return None
-        held = [t for t in self.covers[i].terms if t.acquired_at <= tick + grace and t.held_until >= tick]
-        return held[-1] if held else None
+        return self.covers[-1].closer
 
     def gap_text(self, tick: datetime) -> str:
         """The sentence for a tick no leader held: which term ended last, and when the next began."""
@@ -282,7 +308,7 @@ def _downtime_cause(ctx: _Context, tick: datetime) -> str | None:
     pause = _paused_at(ctx.pauses, tick)
     if pause is not None:
         return _pause_text(pause, tick)
-    if ctx.leases.holder_near(tick, ctx.grace) is None:
+    if ctx.leases.holder_near(tick) is None:
         return ctx.leases.gap_text(tick)
     return None
 
@@ -298,7 +324,7 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
     pause = _paused_at(ctx.pauses, tick)
     if pause is not None:
         return Reason.PAUSED, _pause_text(pause, tick)
-    term = ctx.leases.holder_near(tick, ctx.grace)
+    term = ctx.leases.holder_near(tick)
     if term is None:
         return Reason.NO_LEADER, ctx.leases.gap_text(tick)
     if state is None:
@@ -323,8 +349,8 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
 def default_window(
     state: h.StateRecord | None, first_dispatch: datetime | None, now: datetime, grace: float = CATCH_UP_GRACE
 ) -> Window:
-    """Since the job's definition (or, with no state row, its first dispatch) or its history mark, at most
-    ``LOOKBACK`` back, until the grace before now."""
+    """Since the job's definition (or, with no state row, its first dispatch), at most ``LOOKBACK`` back,
+    until the grace before now. Before the history mark only the lasting record of missed ticks speaks."""
     floor = now - LOOKBACK
     end = now - timedelta(seconds=grace)
     if state is None and first_dispatch is None:
@@ -335,8 +361,6 @@ def default_window(
         starts.append(state.defined_at)
     elif first_dispatch is not None:
         starts.append(first_dispatch - _TINY)  # the first dispatched tick itself is in the window
-    if state is not None and state.history_start is not None:
-        starts.append(state.history_start - _TINY)
     return Window(after=max(starts), until=end)
 
 
@@ -349,13 +373,26 @@ def resolve_window(
     grace: float = CATCH_UP_GRACE,
 ) -> Window:
     """The window a command looks at: the default, narrowed or moved by ``--since`` (inclusive) and ``--until``
-    (exclusive); never before the history mark, never closer to now than the grace."""
+    (exclusive); never closer to now than the grace (younger ticks are late: see ``late_window``)."""
     base = default_window(state, first_dispatch, now, grace)
     after = base.after if since is None else since - _TINY
-    if state is not None and state.history_start is not None:
-        after = max(after, state.history_start - _TINY)
     end = base.until if until is None else min(until, base.until)
     return Window(after=after, until=end)
+
+
+def late_window(window: Window, until: datetime | None, now: datetime) -> Window | None:
+    """The ticks an explicit ``--until`` reaches past the grace: ``[window end, min(until, now))``."""
+    if until is None or until <= window.until:
+        return None
+    return Window(after=max(window.after, window.until - _TINY), until=min(until, now))
+
+
+def current_grace(conn: Connection, lease_name: str = LEASE_NAME) -> float:
+    """The grace of the latest leader, who decides now which ticks are late and which are missed."""
+    term = h.latest_term(conn, lease_name)
+    if term is None or term.catch_up_grace is None:
+        return CATCH_UP_GRACE
+    return term.catch_up_grace
 
 
 FiresCache = dict[tuple[str, datetime, datetime], list[datetime]]
@@ -385,12 +422,15 @@ def missed(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
+    late: bool = False,
 ) -> list[MissedTick]:
-    """The job's ticks in the window that did not run, oldest first, each with its reason."""
+    """The job's ticks in the window that did not run, oldest first, each with its reason. ``grace`` None:
+    the grace the latest leader recorded. ``late``: also list the ticks an explicit ``until`` reaches past
+    the grace, as ``late``."""
     with store.connect() as conn:
-        return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name)
+        return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name, late=late)
 
 
 def missed_on(
@@ -400,57 +440,140 @@ def missed_on(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
+    late: bool = False,
 ) -> list[MissedTick]:
     """``missed`` on an open connection, so callers covering many jobs read them in one session."""
-    state = h.job_state_of(conn, job.id)
-    first = h.earliest_run_at(conn, job.id) if state is None else None
-    window = resolve_window(state, first, since, until, now, grace)
-    if window.until <= window.after:
-        return []
-    rows = h.runs_between(conn, job.id, window.after, window.until)
-    terms = h.terms_between(conn, lease_name, window.after, window.until + timedelta(seconds=grace))
-    events = h.events_of(conn, job.id, _EVENT_KINDS, until=now)
-    return _explain(job, state, window, rows, terms, events, now, grace, fires_cache)
+    return missed_many(
+        conn,
+        [job],
+        since,
+        until,
+        now,
+        grace=grace,
+        lease_name=lease_name,
+        fires_cache=fires_cache,
+        late=late,
+        bulk=False,
+    )[job.id]
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What the store holds about one job's window."""
+
+    runs: list[h.RunRecord]
+    ranges: list[h.RangeRecord]
+    terms: list[h.TermRecord]
+    events: list[h.EventRecord]
 
 
 def _explain(
     job: Job,
     state: h.StateRecord | None,
     window: Window,
-    runs: list[h.RunRecord],
-    terms: list[h.TermRecord],
-    events: list[h.EventRecord],
+    late: Window | None,
+    found: _Evidence,
     now: datetime,
     grace: float,
     fires_cache: FiresCache | None,
 ) -> list[MissedTick]:
     """The missed ticks of one job from what the store holds about it; no SQL, so one job and many jobs (read
     in bulk) take the same path."""
-    rows = {r.scheduled_for: r for r in runs}
+    rows = {r.scheduled_for: r for r in found.runs}
+    events = found.events
     redefined = any(e.kind == "schedule_changed" and state and e.at == state.defined_at for e in events)
     ctx = _Context(
         job=job,
         state=state,
-        leases=LeaseTimeline(terms, now),
+        leases=LeaseTimeline(found.terms, now),
         pauses=pause_intervals((e for e in events if e.kind != "schedule_changed"), state),
         redefined_at=state.defined_at if redefined and state else None,
         grace=timedelta(seconds=grace),
     )
+    # Before the history mark a tick without a row ran (its run was pruned) unless the lasting record names it.
+    mark = state.history_start if state is not None else None
+    record = _RangeIndex(found.ranges)
+    open_from = window if mark is None or mark <= window.after else Window(mark - _TINY, window.until)
     out: list[MissedTick] = []
-    ticks = set(_fires(job, window, fires_cache))
+    ticks = set(_fires(job, open_from, fires_cache))
     # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
-    ticks.update(t for t, r in rows.items() if r.state == "skipped")
+    ticks.update(t for t, r in rows.items() if r.state == "skipped" and t < window.until)
+    ticks.update(record.ticks_in(window))
     for tick in sorted(ticks):
         row = rows.get(tick)
         if row is None:
-            code, text = _unrecorded(ctx, tick)
-            out.append(MissedTick(tick, str(code), text, None))
+            kept = record.at(tick)
+            if kept is not None and kept.reason is not None:
+                skip = h.RunRecord(job.id, tick, "skipped", kept.reason, kept.reason_detail)
+                out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), "skipped"))
+            elif kept is not None or mark is None or tick >= mark:
+                code, text = _unrecorded(ctx, tick)
+                out.append(MissedTick(tick, str(code), text, None))
+        elif row.state == "skipped":
+            out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
+    if late is not None:
+        out.extend(_late(ctx, late, rows, fires_cache))
+    return out
+
+
+def _late(
+    ctx: _Context, late: Window, rows: Mapping[datetime, h.RunRecord], cache: FiresCache | None
+) -> list[MissedTick]:
+    """Ticks younger than the grace that have not run: queued and waiting for a worker, or not dispatched
+    yet (by a leader within its grace, or by none since the last one went)."""
+    out: list[MissedTick] = []
+    for tick in _fires(ctx.job, late, cache):
+        row = rows.get(tick)
+        if row is None:
+            gone = ctx.leases.last_end()
+            if gone is not None:
+                text = (
+                    f"no leader since {clock_text(gone.held_until, tick)} (term {gone.term}, {gone.holder}); "
+                    "the next one dispatches it late or by its catch_up"
+                )
+            else:
+                text = "not dispatched yet: inside the catch-up grace the leader dispatches it late"
+            out.append(MissedTick(tick, str(Reason.LATE), text, None, "late"))
+        elif row.state == "queued":
+            text = f"queued at {clock_text(row.queued_at or tick, tick)}, waiting for a worker"
+            out.append(MissedTick(tick, str(Reason.LATE), text, "queued", "late"))
         elif row.state == "skipped":
             out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
     return out
+
+
+class _RangeIndex:
+    """A job's missed ranges by first tick (they never overlap)."""
+
+    def __init__(self, ranges: list[h.RangeRecord]) -> None:
+        self.ranges = sorted(ranges, key=lambda r: r.first_tick)
+        self._starts = [r.first_tick for r in self.ranges]
+
+    def at(self, tick: datetime) -> h.RangeRecord | None:
+        i = bisect.bisect_right(self._starts, tick) - 1
+        if i >= 0 and tick <= self.ranges[i].last_tick:
+            return self.ranges[i]
+        return None
+
+    def ticks_in(self, window: Window) -> list[datetime]:
+        """The ticks the ranges stand for inside the window, by the schedule each was counted by."""
+        from schedctl.store.missedrecord import fires_in, schedule_of
+
+        out: list[datetime] = []
+        for r in self.ranges:
+            first, last = max(r.first_tick, window.after + _TINY), min(r.last_tick, window.until - _TINY)
+            if last < first:
+                continue
+            if r.ticks == 1:
+                out.append(r.first_tick)
+                continue
+            schedule = schedule_of(r.schedule_key)
+            if schedule is not None:
+                out.extend(fires_in(schedule, first, last))
+        return [t for t in out if window.after < t < window.until]
 
 
 def missed_many(
@@ -460,42 +583,55 @@ def missed_many(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
     states: Mapping[str, h.StateRecord] | None = None,
+    late: bool = False,
+    bulk: bool = True,
 ) -> dict[str, list[MissedTick]]:
     """``missed_on`` for every job, by job id, in a number of statements that does not grow with the jobs
     (one per table and chunk of ids). ``states`` spares reading job_state again when the caller has it."""
     items = list(jobs)
     ids = [j.id for j in items]
+    if grace is None:
+        grace = current_grace(conn, lease_name)
     if states is None:
         states = h.job_states_of(conn, ids)
     firsts = h.earliest_runs_at(conn, [i for i in ids if i not in states])
-    windows: dict[str, Window] = {}
+    windows: dict[str, tuple[Window, Window | None]] = {}
     for job in items:
         window = resolve_window(states.get(job.id), firsts.get(job.id), since, until, now, grace)
-        if window.after < window.until:
-            windows[job.id] = window
+        younger = late_window(window, until, now) if late else None
+        if window.after < window.until or younger is not None:
+            windows[job.id] = (window, younger)
     out: dict[str, list[MissedTick]] = {i: [] for i in ids}
     if not windows:
         return out
     wanted = list(windows)
     # One read over the union of the windows; each job then keeps the rows of its own.
-    lo = min(w.after for w in windows.values())
-    hi = max(w.until for w in windows.values())
-    runs = h.runs_between_by_job(conn, wanted, lo, hi)
-    cover = h.TermsCover(conn, lease_name, lo, hi + timedelta(seconds=grace))
+    lo = min(w.after for w, _ in windows.values())
+    hi = max((y or w).until for w, y in windows.values())
+    if bulk:
+        runs = h.runs_between_by_job(conn, wanted, lo, hi)
+    else:
+        runs = {wanted[0]: h.runs_between(conn, wanted[0], lo, hi)}
+    ranges = h.ranges_between_by_job(conn, wanted, lo, hi)
+    # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
+    cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
     events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
     for job in items:
         if job.id not in windows:
             continue
-        window = windows[job.id]
-        mine = [r for r in runs[job.id] if window.after < r.scheduled_for < window.until]
-        terms = cover.between(window.after, window.until + timedelta(seconds=grace))
-        out[job.id] = _explain(
-            job, states.get(job.id), window, mine, terms, events[job.id], now, grace, fires_cache
+        window, younger = windows[job.id]
+        reach = (younger or window).until
+        found = _Evidence(
+            runs=[r for r in runs[job.id] if window.after < r.scheduled_for < reach],
+            ranges=ranges[job.id],
+            terms=cover.between(window.after, max(hi, now)),
+            events=events[job.id],
         )
+        out[job.id] = _explain(job, states.get(job.id), window, younger, found, now, grace, fires_cache)
     return out
 
 

@@ -163,7 +163,9 @@ class Scheduler:
         s = self.settings
         started = self.clock.monotonic()
         try:
-            result = lease.acquire_or_renew(self.store, s.lease_name, s.identity, s.lease_duration)
+            result = lease.acquire_or_renew(
+                self.store, s.lease_name, s.identity, s.lease_duration, catch_up_grace=s.catch_up_grace
+            )
         except StoreError as exc:
             metrics.LEASE_RENEWAL_FAILURES.inc()
             self._database_down(exc)

@@ -16,7 +16,6 @@ from sqlalchemy.engine import Connection
 
 from schedctl.job import CatchUp, Job
 from schedctl.missed import (
-    CATCH_UP_GRACE,
     LEASE_NAME,
     FiresCache,
     MissedTick,
@@ -97,6 +96,11 @@ class JobStatus:
     last_finished: h.RunRecord | None = None
     paused_at: datetime | None = None
     refused_at: datetime | None = None
+    paused_by: str | None = None  # user@host of `schedctl pause`, or "job file" for `paused = true`
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None or self.job.paused
 
 
 def _clock(at: datetime, now: datetime) -> str:
@@ -190,8 +194,10 @@ def _stopped(f: _Facts, now: datetime) -> tuple[Verdict, str] | None:
     """A pause, a refusal or no leader: the job dispatches nothing, whatever its runs did."""
     job, state = f.job, f.state
     if state is not None and state.paused_at is not None:
+        by = f" by {state.paused_by}" if state.paused_by else ""
         return Verdict.PAUSED, (
-            f"paused since {_clock(state.paused_at, now)} (schedctl pause); `schedctl resume {job.id}` resumes it"
+            f"paused since {_clock(state.paused_at, now)}{by} (schedctl pause); "
+            f"`schedctl resume {job.id}` resumes it"
         )
     if job.paused:
         return Verdict.PAUSED, "paused in its job file (paused = true)"
@@ -247,7 +253,7 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
         note += f"; {f.active} runs queued or running, the oldest for {_clock(f.oldest_active, now)}"
     if f.missed:
         codes = ", ".join(sorted({m.reason_code for m in f.missed}))
-        note = f"; {len(f.missed)} ticks not run by the job's policy ({codes}; `schedctl missed {job.id}`)"
+        note += f"; {len(f.missed)} ticks not run by the job's policy ({codes}; `schedctl missed {job.id}`)"
     if not f.finished:
         return Verdict.PENDING, f"waiting: no run has finished yet, {nxt}{note}"
     last = f.finished[0]
@@ -299,7 +305,7 @@ def status_on(
     now: datetime,
     last_n: int = DEFAULT_LAST,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> JobStatus:
@@ -354,6 +360,8 @@ def _assemble(
         if key not in schedules:
             schedules[key] = _next_and_description(job, now)
         next_fire, description = schedules[key]
+    if job.paused or (state is not None and state.paused_at is not None):
+        next_fire = None  # nothing fires while paused: the verdict says since when and by whom
     facts = _Facts(
         job=job,
         state=state,
@@ -381,6 +389,8 @@ def _assemble(
         last_finished=finished[0] if finished else None,
         paused_at=state.paused_at if state else None,
         refused_at=state.refused_at if state else None,
+        paused_by=(state.paused_by if state and state.paused_at else None)
+        or ("job file" if job.paused else None),
     )
 
 
@@ -390,7 +400,7 @@ def status_many(
     now: datetime,
     last_n: int = DEFAULT_LAST,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> list[JobStatus]:
@@ -442,7 +452,7 @@ def job_status(
     now: datetime,
     last_n: int = DEFAULT_LAST,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
@@ -455,7 +465,7 @@ def all_status(
     jobs: Mapping[str, Job] | Iterable[Job],
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""

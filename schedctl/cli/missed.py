@@ -125,7 +125,11 @@ def iso(at: datetime | None) -> str | None:
 @instant_option(
     "--since", "First tick to look at (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago)."
 )
-@instant_option("--until", "Look at ticks before this time (default: now minus the 60 s catch-up grace).")
+@instant_option(
+    "--until",
+    "Look at ticks before this time (default: now minus the leader's catch-up grace). Ticks younger than "
+    "the grace are listed as late, not missed.",
+)
 @click.option("--check", is_flag=True, help="Exit 1 when any tick was missed (for monitoring).")
 @jobs_option
 @db_option
@@ -142,8 +146,11 @@ def missed(
 ) -> None:
     """List the ticks of JOB that did not run, each with its reason; without JOB, a count per job.
 
-    The default window starts at the job's first dispatch (or its history mark), at most 7 days back, and
-    ends at now minus the catch-up grace: a younger tick is late, not missed. Times are UTC.
+    The default window starts when a scheduler first saw the job (or its first dispatch), at most 7 days
+    back, and ends at now minus the catch-up grace the current leader recorded (`serve --catch-up-grace`): a
+    younger tick is late, not missed. With --until past that, the younger ticks that have not run are listed
+    with reason `late` (queued and waiting for a worker, or no leader since T); --check ignores them. Missed
+    ticks stay listed for `serve --keep-missed` (7d), whatever the run history limits. Times are UTC.
     """
     from schedctl.missed import missed as find_missed
     from schedctl.missed import missed_counts
@@ -156,9 +163,9 @@ def missed(
     fmt = resolve_output(output, as_json)
     try:
         if job_id:
-            ticks = find_missed(store, jobs[job_id], lo, hi, now)
+            ticks = find_missed(store, jobs[job_id], lo, hi, now, late=hi is not None)
             _show_ticks(job_id, ticks, fmt)
-            found = bool(ticks)
+            found = any(t.state == "missed" for t in ticks)
         else:
             counts = missed_counts(store, jobs, now, lo, hi)
             _show_counts(counts, fmt)
@@ -178,6 +185,7 @@ def tick_json(job_id: str, t: MissedTick) -> dict[str, Any]:
         "reason": t.reason_code,
         "reason_text": t.reason_text,
         "row_state": t.row_state,
+        "state": t.state,
     }
 
 

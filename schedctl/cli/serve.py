@@ -8,6 +8,7 @@ import click
 
 from schedctl.cli._options import db_option, jobs_option
 from schedctl.durations import parse_duration
+from schedctl.settings import DEFAULT_CATCH_UP_GRACE
 
 
 class Duration(click.ParamType):
@@ -72,9 +73,9 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 @click.option(
     "--catch-up-grace",
     type=DURATION,
-    default="60s",
+    default=f"{DEFAULT_CATCH_UP_GRACE:g}s",
     show_default=True,
-    help="A tick younger than this is late, not missed: dispatched normally.",
+    help="A tick younger than this is late, not missed: dispatched normally (recorded with the lease term).",
 )
 @click.option(
     "--slots", type=click.IntRange(min=1), default=4, show_default=True, help="Runs executed at once."
@@ -92,6 +93,13 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 @click.option("--run-as-job-user", is_flag=True, help="As root, run each job as the user it names.")
 @click.option("--successful-history", type=click.IntRange(min=0), default=3, show_default=True)
 @click.option("--failed-history", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option(
+    "--keep-missed",
+    type=DURATION,
+    default="7d",
+    show_default=True,
+    help="Keep skipped and missed ticks this long for `missed`/`replay`, whatever the history limits.",
+)
 @click.option(
     "--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here."
 )
@@ -150,6 +158,7 @@ def _config(opts: dict[str, Any]) -> Any:
             run_as_job_user=opts["run_as_job_user"],
             successful_history=opts["successful_history"],
             failed_history=opts["failed_history"],
+            keep_missed=opts["keep_missed"],
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],

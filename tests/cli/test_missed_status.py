@@ -129,7 +129,8 @@ def test_missed_json_fields(env):
     assert result.exit_code == 0, result.output
     items = json.loads(result.stdout)
     assert [i["scheduled_for"] for i in items] == [t.isoformat() for t in OUTAGE]
-    assert set(items[0]) == {"job_id", "scheduled_for", "reason", "reason_text", "row_state"}
+    assert set(items[0]) == {"job_id", "scheduled_for", "reason", "reason_text", "row_state", "state"}
+    assert {i["state"] for i in items} == {"missed"}
     assert items[0]["job_id"] == "billing" and items[0]["reason"] == "no_leader"
     assert items[0]["row_state"] is None
     assert items[0]["reason_text"].startswith("no scheduler held the lease from ")
