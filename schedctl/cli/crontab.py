@@ -151,17 +151,26 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
     type=click.Choice(["crontab", "crontab-user", "crontab-system"]),
     default="crontab",
     show_default=True,
-    help="crontab: a system crontab (user column) when every job has a user, else a user crontab.",
+    help="crontab: a system crontab (user column) when any job has a user, else a user crontab.",
 )
 @click.option(
     "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."
 )
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
-def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None, force: bool) -> None:
+@click.option(
+    "--user",
+    "user",
+    metavar="NAME",
+    help="System crontab: the user column for jobs that name no user (else such jobs make it fail).",
+)
+def export(
+    paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None, force: bool, user: str | None
+) -> None:
     """Write the job set (PATHS, default --jobs) back as a crontab, for rolling a migration back.
 
     Zones become CRON_TZ lines, jitter RANDOM_DELAY; jobs cron cannot express are written as comments and
-    reported here.
+    reported here. A system crontab needs a user for every job: jobs without one take --user NAME, or the
+    export fails naming them (exit 1, nothing written).
     """
     from schedctl.config import load_jobs
     from schedctl.crontab.export import export_crontab
@@ -173,7 +182,9 @@ def export(paths: tuple[str, ...], jobs_path: str, fmt: str, output: str | None,
     for path in paths or (jobs_path,):
         jobs.update(load_jobs(path, now=now))
     result = export_crontab(
-        list(jobs.values()), {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt]
+        list(jobs.values()),
+        {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt],
+        user=user,
     )
     for message in result.messages:
         click.echo(f"schedctl: warning: {message}", err=True)
