@@ -13,6 +13,7 @@ from sqlalchemy import func, insert, select
 
 from schedctl.cli import cli, main
 from schedctl.errors import JobNotFound
+from schedctl.jobcontrol import actor
 from schedctl.store import open_store
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.migrate import upgrade
@@ -287,6 +288,11 @@ def test_pause_and_resume(env):
     assert "already paused" in run(env, "pause", "cache").stdout
     item = json.loads(run(env, "status", "cache", "--json").stdout)[0]
     assert item["verdict_code"] == "paused" and item["paused"] is True and item["warning"] is False
+    assert item["next_fire"] is None and item["paused_by"] == actor()
+    text = run(env, "status", "cache").stdout
+    assert f" by {actor()} (schedctl pause)" in text.splitlines()[0]
+    nxt = next(line for line in text.splitlines() if line.startswith("  next:"))
+    assert nxt.startswith("  next:      none: paused since ") and f"UTC by {actor()}" in nxt
     resumed = run(env, "resume", "cache")
     assert resumed.exit_code == 0 and "cache: resumed" in resumed.stdout
     assert "was not paused" in run(env, "resume", "cache").stdout
