@@ -127,8 +127,8 @@ def iso(at: datetime | None) -> str | None:
 )
 @instant_option(
     "--until",
-    "Look at ticks before this time (default: now minus the leader's catch-up grace). Ticks younger than "
-    "the grace are listed as late, not missed.",
+    "Look at ticks before this time (default: now minus the leader's catch-up grace). With JOB, the ticks "
+    "younger than the grace that have not run are listed as late, not missed.",
 )
 @click.option("--check", is_flag=True, help="Exit 1 when any tick was missed (for monitoring).")
 @jobs_option

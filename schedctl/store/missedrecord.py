@@ -16,17 +16,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from schedctl.store.dialect import db_now, now_plus
+from schedctl.store.dialect import db_now, insert_ignore, now_plus
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 
 if TYPE_CHECKING:
     from schedctl.cron import Schedule
 
 _TINY = timedelta(microseconds=1)
-_INSERT = insert(missed_ranges).values(recorded_at=db_now())
 
 
 def schedule_of(key: str) -> Schedule | None:
@@ -70,6 +69,7 @@ class _Range:
             "reason": self.reason,
             "reason_detail": self.detail,
             "schedule_key": key,
+            "recorded_at": db_now(),
         }
 
 
@@ -93,7 +93,8 @@ def fold_before(conn: Connection, job_id: str, mark: datetime, pruned: Sequence[
     ).all()
     ranges = _ranges(rows, state, schedule)
     if ranges:
-        conn.execute(_INSERT, [g.row(job_id, key) for g in ranges])
+        # Two workers may prune one job at once: both fold the same ranges, and the second keeps the first's.
+        insert_ignore(conn, missed_ranges, [g.row(job_id, key) for g in ranges])
     conn.execute(delete(job_runs).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark))
 
 
@@ -173,7 +174,7 @@ def _punch(conn: Connection, job_id: str, pruned: Sequence[datetime]) -> None:
                 pieces.append(_Range(t, t, 1, rng.reason, rng.reason_detail))
         rows = [p.row(job_id, rng.schedule_key) for p in pieces if p.ticks]
         if rows:
-            conn.execute(_INSERT, rows)
+            insert_ignore(conn, missed_ranges, rows)
 
 
 def expire(conn: Connection, job_ids: Iterable[str], keep_missed: float) -> int:

@@ -282,6 +282,35 @@ def test_status_one_job_and_all_jobs(env):
     assert run(env, "status", "billing", "--check").exit_code == 1
 
 
+def test_an_until_past_the_leaders_grace_lists_the_younger_ticks_as_late(env):
+    """The leader recorded a 15-minute grace: the default window ends 15 minutes ago, and an explicit --until
+    now lists the ticks of the last 15 minutes (at least one on a 10-minute grid) as late, not as nothing."""
+    store = open_store(env["db"])
+    with store.begin() as conn:
+        conn.execute(lease_terms.update().values(catch_up_grace=900.0))
+    store.dispose()
+    default = json.loads(run(env, "missed", "billing", "--json").stdout)
+    assert default and all(i["state"] == "missed" for i in default)
+    cutoff = datetime.now(UTC) - timedelta(seconds=900)
+    assert all(datetime.fromisoformat(i["scheduled_for"]) < cutoff for i in default)
+    now = datetime.now(UTC)
+    items = json.loads(run(env, "missed", "billing", "--json", "--until", now.isoformat()).stdout)
+    late = [i for i in items if i["state"] == "late"]
+    assert late and [i for i in items if i["state"] == "missed"] == default
+    assert all(i["reason"] == "late" and i["row_state"] is None for i in late)
+    assert (
+        late[0]["reason_text"].startswith("no leader since ")
+        and "(term 1, host-b:4711)" in late[0]["reason_text"]
+    )
+    assert all(datetime.fromisoformat(i["scheduled_for"]) >= cutoff - timedelta(seconds=5) for i in late)
+
+
+def test_missed_help_is_truthful_about_until():
+    text = " ".join(CliRunner().invoke(cli, ["missed", "--help"]).output.split())
+    assert "now minus the leader's catch-up grace" in text and "are listed as late, not missed" in text
+    assert "60 s" not in text
+
+
 def test_pause_and_resume(env):
     paused = run(env, "pause", "cache")
     assert paused.exit_code == 0 and "cache: paused" in paused.stdout
