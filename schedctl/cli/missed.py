@@ -281,6 +281,7 @@ def replay(
     now = db_clock(store)
     try:
         plan = plan_replay(store, jobs.values(), lo, hi, now)
+        _say_what_is_left_to_the_leader(store, hi, now)
         if dry_run:
             _show_plan(plan)
         if len(plan.ticks) > max_n:
@@ -299,6 +300,25 @@ def replay(
     finally:
         store.dispose()
     _report(result.plan, result.dispatched, result.already)
+
+
+def _say_what_is_left_to_the_leader(store: Store, until: datetime | None, now: datetime) -> None:
+    """An --until past the grace replays nothing younger than it: say so rather than leave it silent."""
+    from datetime import timedelta
+
+    from schedctl.missed import current_grace
+
+    if until is None:
+        return
+    with store.connect() as conn:
+        grace = current_grace(conn)
+    cutoff = now - timedelta(seconds=grace)
+    if until > cutoff:
+        click.echo(
+            f"ticks after {utc_text(cutoff)} UTC are younger than the leader's catch-up grace ({grace:g}s): "
+            "late, not missed; the leader dispatches them, replay does not",
+            err=True,
+        )
 
 
 def stdin_is_terminal() -> bool:

@@ -247,6 +247,14 @@ def test_replay_dry_run_then_replay_then_nothing(env):
     assert count_rows(env) == before + 17
 
 
+def test_replay_says_it_leaves_the_ticks_inside_the_grace_to_the_leader(env):
+    dry = run(env, "replay", "billing", "--max", "100", "--until", "0s", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "younger than the leader's catch-up grace (60s): late, not missed" in dry.stderr
+    inside = run(env, "replay", "billing", "--max", "100", "--until", BASE.isoformat(), "--dry-run")
+    assert "catch-up grace" not in inside.stderr
+
+
 def test_replay_asks_on_a_terminal(env, monkeypatch):
     monkeypatch.setattr("schedctl.cli.missed.stdin_is_terminal", lambda: True)
     result = run(env, "replay", "billing", "--max", "17", "--until", BASE.isoformat(), input="n\n")
