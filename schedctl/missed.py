@@ -8,21 +8,25 @@ the reason says exactly that instead of guessing.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy.engine import Connection
 
-from schedctl.durations import format_duration, parse_duration
+from schedctl.durations import format_duration
+from schedctl.instants import clock_text as clock_text
+from schedctl.instants import parse_instant as parse_instant
+from schedctl.instants import rfc3339 as rfc3339
 from schedctl.job import Job
+from schedctl.leasecover import LeaseTimeline as LeaseTimeline
 from schedctl.settings import DEFAULT_CATCH_UP_GRACE
 from schedctl.store import Store
 from schedctl.store import history as h
+from schedctl.store import missedrecord as record
 
 # The grace of leaders that recorded none (terms from before schema 0003); every leader since records its own.
 CATCH_UP_GRACE = DEFAULT_CATCH_UP_GRACE
@@ -73,134 +77,6 @@ class Window:
 
     after: datetime
     until: datetime
-
-
-# -- time formatting and parsing ---------------------------------------------------------------------------
-
-
-def clock_text(at: datetime, ref: datetime) -> str:
-    """``13:02:11`` when on the same UTC day as ``ref``, else ``2026-03-01 13:02:11`` (always UTC)."""
-    at = at.astimezone(UTC)
-    if at.date() == ref.astimezone(UTC).date():
-        return at.strftime("%H:%M:%S")
-    return at.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def rfc3339(at: datetime) -> str:
-    """RFC 3339 with the offset written out (``+00:00``), as every ``--json`` in schedctl."""
-    return at.astimezone(UTC).isoformat()
-
-
-_AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
-
-
-def parse_instant(text: str, now: datetime) -> datetime:
-    """An instant as an operator types it: RFC 3339 / ISO 8601 (no offset means UTC) or a duration ago
-    (``6h``, ``2d``, ``90m ago``). Raises ValueError with a message fit for a usage error."""
-    value = text.strip()
-    if _AGO.match(value):
-        return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
-        ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-# -- the lease history as covered intervals -----------------------------------------------------------------
-
-
-@dataclass
-class _Cover:
-    start: datetime
-    end: datetime
-    terms: list[h.TermRecord]  # in order of acquisition; terms[0] began this stretch of leadership
-
-    @property
-    def closer(self) -> h.TermRecord:
-        """The term whose end closed the stretch."""
-        return max(self.terms, key=lambda t: t.held_until)
-
-
-class LeaseTimeline:
-    """When some scheduler held the lease, merged over terms, to tell "no leader" from "a leader but nothing"."""
-
-    def __init__(
-        self, terms: Iterable[h.TermRecord], now: datetime, fallback_grace: float = CATCH_UP_GRACE
-    ) -> None:
-        self.now = now
-        self.fallback_grace = fallback_grace
-        covers: list[_Cover] = []
-        for t in sorted(terms, key=lambda t: t.acquired_at):
-            if covers and t.acquired_at <= covers[-1].end:
-                covers[-1].terms.append(t)
-                covers[-1].end = max(covers[-1].end, t.held_until)
-            else:
-                covers.append(_Cover(t.acquired_at, t.held_until, [t]))
-        self.covers = covers
-        self._starts = [c.start for c in covers]
-        graces = [self.grace_of(t) for c in covers for t in c.terms]
-        self.max_grace = max(graces, default=timedelta(seconds=fallback_grace))
-        self._gap_memo: dict[tuple[int, date], str] = {}
-
-    def grace_of(self, term: h.TermRecord) -> timedelta:
-        """The grace that term's leader split late from missed ticks by."""
-        grace = term.catch_up_grace if term.catch_up_grace is not None else self.fallback_grace
-        return timedelta(seconds=grace)
-
-    def holder_near(self, tick: datetime) -> h.TermRecord | None:
-        """The latest term held at some instant of ``[tick, tick + its grace]``: that leader should have
-        recorded the tick (a leader that arrives within its grace dispatches it late, not missed)."""
-        k = bisect.bisect_right(self._starts, tick + self.max_grace) - 1
-        while k >= 0 and self.covers[k].end >= tick:  # covers are disjoint: an earlier one ends earlier
-            held = [
-                t
-                for t in self.covers[k].terms
-                if t.acquired_at <= tick + self.grace_of(t) and t.held_until >= tick
-            ]
-            if held:
-                return held[-1]
-            k -= 1
-        return None
-
-    def last_end(self) -> h.TermRecord | None:
-        """The term that ended last, when no term holds now; None while one does (or none ever did)."""
-        if not self.covers or self.covers[-1].end > self.now:
-            return None
-        return self.covers[-1].closer
-
-    def gap_text(self, tick: datetime) -> str:
-        """The sentence for a tick no leader held: which term ended last, and when the next began."""
-        i = bisect.bisect_right(self._starts, tick) - 1
-        # A week-long outage of a minutely job is 10,000 ticks in one gap: one sentence per gap and day.
-        key = (i, tick.astimezone(UTC).date())
-        text = self._gap_memo.get(key)
-        if text is None:
-            text = self._gap_memo[key] = self._gap_sentence(i, tick)
-        return text
-
-    def _gap_sentence(self, i: int, tick: datetime) -> str:
-        before = self.covers[i].closer if i >= 0 else None
-        after = self.covers[i + 1].terms[0] if i + 1 < len(self.covers) else None
-        if before is None:
-            head = "no scheduler had held the lease"
-        else:
-            head = (
-                f"no scheduler held the lease from {clock_text(before.held_until, tick)} "
-                f"(term {before.term}, {before.holder}, ended: {self._end_reason(before)})"
-            )
-        if after is None:
-            return (
-                f"{head} and none has since" if before is not None else "no scheduler has ever held the lease"
-            )
-        return f"{head} until {clock_text(after.acquired_at, tick)} (term {after.term}, {after.holder})"
-
-    def _end_reason(self, term: h.TermRecord) -> str:
-        if term.end_reason:
-            return term.end_reason
-        return "expired" if term.expires_at <= self.now else "still held"
 
 
 # -- pauses from the journal --------------------------------------------------------------------------------
@@ -465,7 +341,7 @@ class _Evidence:
     """What the store holds about one job's window."""
 
     runs: list[h.RunRecord]
-    ranges: list[h.RangeRecord]
+    ranges: list[record.RangeRecord]
     terms: list[h.TermRecord]
     events: list[h.EventRecord]
 
@@ -495,17 +371,17 @@ def _explain(
     )
     # Before the history mark a tick without a row ran (its run was pruned) unless the lasting record names it.
     mark = state.history_start if state is not None else None
-    record = _RangeIndex(found.ranges)
+    kept_ranges = record.RangeIndex(found.ranges)
     open_from = window if mark is None or mark <= window.after else Window(mark - _TINY, window.until)
     out: list[MissedTick] = []
     ticks = set(_fires(job, open_from, fires_cache))
     # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
     ticks.update(t for t, r in rows.items() if r.state == "skipped" and t < window.until)
-    ticks.update(record.ticks_in(window))
+    ticks.update(kept_ranges.ticks_in(window.after, window.until))
     for tick in sorted(ticks):
         row = rows.get(tick)
         if row is None:
-            kept = record.at(tick)
+            kept = kept_ranges.at(tick)
             if kept is not None and kept.reason is not None:
                 skip = h.RunRecord(job.id, tick, "skipped", kept.reason, kept.reason_detail)
                 out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), "skipped"))
@@ -543,37 +419,6 @@ def _late(
         elif row.state == "skipped":
             out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
     return out
-
-
-class _RangeIndex:
-    """A job's missed ranges by first tick (they never overlap)."""
-
-    def __init__(self, ranges: list[h.RangeRecord]) -> None:
-        self.ranges = sorted(ranges, key=lambda r: r.first_tick)
-        self._starts = [r.first_tick for r in self.ranges]
-
-    def at(self, tick: datetime) -> h.RangeRecord | None:
-        i = bisect.bisect_right(self._starts, tick) - 1
-        if i >= 0 and tick <= self.ranges[i].last_tick:
-            return self.ranges[i]
-        return None
-
-    def ticks_in(self, window: Window) -> list[datetime]:
-        """The ticks the ranges stand for inside the window, by the schedule each was counted by."""
-        from schedctl.store.missedrecord import fires_in, schedule_of
-
-        out: list[datetime] = []
-        for r in self.ranges:
-            first, last = max(r.first_tick, window.after + _TINY), min(r.last_tick, window.until - _TINY)
-            if last < first:
-                continue
-            if r.ticks == 1:
-                out.append(r.first_tick)
-                continue
-            schedule = schedule_of(r.schedule_key)
-            if schedule is not None:
-                out.extend(fires_in(schedule, first, last))
-        return [t for t in out if window.after < t < window.until]
 
 
 def missed_many(
@@ -616,7 +461,7 @@ def missed_many(
         runs = h.runs_between_by_job(conn, wanted, lo, hi)
     else:
         runs = {wanted[0]: h.runs_between(conn, wanted[0], lo, hi)}
-    ranges = h.ranges_between_by_job(conn, wanted, lo, hi)
+    ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
     # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
     cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
     events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)

@@ -15,14 +15,7 @@ from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.engine import Connection
 
 from schedctl.store.dialect import id_chunks, in_list
-from schedctl.store.schema import (
-    job_events,
-    job_runs,
-    job_state,
-    lease_terms,
-    missed_ranges,
-    scheduler_lease,
-)
+from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
 
 
 @dataclass(frozen=True)
@@ -78,22 +71,6 @@ class StateRecord:
     refused_detail: str | None
     history_start: datetime | None
     paused_by: str | None = None  # user@host that ran `schedctl pause`
-
-
-@dataclass(frozen=True)
-class RangeRecord:
-    """Missed ticks kept past pruning: every fire of ``schedule_key`` in ``[first_tick, last_tick]``.
-
-    ``reason`` None: the ticks never had a row (explained as they were before pruning); else they were
-    skipped for it, with ``reason_detail`` the scheduler's sentence."""
-
-    job_id: str
-    first_tick: datetime
-    last_tick: datetime
-    ticks: int
-    reason: str | None
-    reason_detail: str | None
-    schedule_key: str
 
 
 @dataclass(frozen=True)
@@ -543,40 +520,3 @@ class TermsCover:
             first = min(after, key=lambda t: (t.acquired_at, t.term))
             found.setdefault(first.term, first)
         return [found[k] for k in sorted(found)]
-
-
-# -- missed ranges ------------------------------------------------------------------------------------------
-
-_RANGE_COLUMNS = (
-    missed_ranges.c.job_id,
-    missed_ranges.c.first_tick,
-    missed_ranges.c.last_tick,
-    missed_ranges.c.ticks,
-    missed_ranges.c.reason,
-    missed_ranges.c.reason_detail,
-    missed_ranges.c.schedule_key,
-)
-assert [f.name for f in fields(RangeRecord)] == [c.name for c in _RANGE_COLUMNS]
-
-
-def ranges_between_by_job(
-    conn: Connection, job_ids: Sequence[str], after: datetime, until: datetime
-) -> dict[str, list[RangeRecord]]:
-    """Each job's missed ranges reaching into ``(after, until)``, oldest first."""
-    out: dict[str, list[RangeRecord]] = {}
-    m = missed_ranges.c
-    for chunk in id_chunks(conn, job_ids):
-        query = (
-            select(*_RANGE_COLUMNS)
-            .where(in_list(conn, m.job_id, chunk), m.first_tick < until, m.last_tick > after)
-            .order_by(m.job_id, m.first_tick)
-        )
-        found: dict[str, list[RangeRecord]] = {j: [] for j in chunk}
-        for row in conn.execute(query):
-            found[row.job_id].append(RangeRecord(*row))
-        out.update(found)
-    return out
-
-
-def ranges_between(conn: Connection, job_id: str, after: datetime, until: datetime) -> list[RangeRecord]:
-    return ranges_between_by_job(conn, [job_id], after, until)[job_id]

@@ -11,15 +11,16 @@ the run history limits; a range tick whose (replayed) run is pruned later is tak
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from schedctl.store.dialect import db_now, insert_ignore, now_plus
+from schedctl.store.dialect import db_now, id_chunks, in_list, insert_ignore, now_plus
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 
 if TYPE_CHECKING:
@@ -50,6 +51,22 @@ def fires_in(schedule: Schedule, first: datetime, last: datetime) -> Iterator[da
     """The fires in ``[first, last]``."""
     for fire in schedule.fires(first - _TINY, last + _TINY):
         yield fire.utc
+
+
+@dataclass(frozen=True)
+class RangeRecord:
+    """Missed ticks kept past pruning: every fire of ``schedule_key`` in ``[first_tick, last_tick]``.
+
+    ``reason`` None: the ticks never had a row (explained as they were before pruning); else they were
+    skipped for it, with ``reason_detail`` the scheduler's sentence."""
+
+    job_id: str
+    first_tick: datetime
+    last_tick: datetime
+    ticks: int
+    reason: str | None
+    reason_detail: str | None
+    schedule_key: str
 
 
 @dataclass
@@ -187,3 +204,69 @@ def expire(conn: Connection, job_ids: Iterable[str], keep_missed: float) -> int:
         delete(missed_ranges).where(m.job_id.in_(ids), m.last_tick < now_plus(-keep_missed))
     )
     return int(result.rowcount or 0)
+
+
+# -- reading ----------------------------------------------------------------------------------------------
+
+_RANGE_COLUMNS = (
+    missed_ranges.c.job_id,
+    missed_ranges.c.first_tick,
+    missed_ranges.c.last_tick,
+    missed_ranges.c.ticks,
+    missed_ranges.c.reason,
+    missed_ranges.c.reason_detail,
+    missed_ranges.c.schedule_key,
+)
+assert [f.name for f in fields(RangeRecord)] == [c.name for c in _RANGE_COLUMNS]
+
+
+def ranges_between_by_job(
+    conn: Connection, job_ids: Sequence[str], after: datetime, until: datetime
+) -> dict[str, list[RangeRecord]]:
+    """Each job's missed ranges reaching into ``(after, until)``, oldest first."""
+    out: dict[str, list[RangeRecord]] = {}
+    m = missed_ranges.c
+    for chunk in id_chunks(conn, job_ids):
+        query = (
+            select(*_RANGE_COLUMNS)
+            .where(in_list(conn, m.job_id, chunk), m.first_tick < until, m.last_tick > after)
+            .order_by(m.job_id, m.first_tick)
+        )
+        found: dict[str, list[RangeRecord]] = {j: [] for j in chunk}
+        for row in conn.execute(query):
+            found[row.job_id].append(RangeRecord(*row))
+        out.update(found)
+    return out
+
+
+def ranges_between(conn: Connection, job_id: str, after: datetime, until: datetime) -> list[RangeRecord]:
+    return ranges_between_by_job(conn, [job_id], after, until)[job_id]
+
+
+class RangeIndex:
+    """A job's missed ranges by first tick (they never overlap), for `missed` to look ticks up in."""
+
+    def __init__(self, ranges: list[RangeRecord]) -> None:
+        self.ranges = sorted(ranges, key=lambda r: r.first_tick)
+        self._starts = [r.first_tick for r in self.ranges]
+
+    def at(self, tick: datetime) -> RangeRecord | None:
+        i = bisect.bisect_right(self._starts, tick) - 1
+        if i >= 0 and tick <= self.ranges[i].last_tick:
+            return self.ranges[i]
+        return None
+
+    def ticks_in(self, after: datetime, until: datetime) -> list[datetime]:
+        """The ticks the ranges stand for in ``(after, until)``, by the schedule each was counted by."""
+        out: list[datetime] = []
+        for r in self.ranges:
+            first, last = max(r.first_tick, after + _TINY), min(r.last_tick, until - _TINY)
+            if last < first:
+                continue
+            if r.ticks == 1:
+                out.append(r.first_tick)
+                continue
+            schedule = schedule_of(r.schedule_key)
+            if schedule is not None:
+                out.extend(fires_in(schedule, first, last))
+        return [t for t in out if after < t < until]
