@@ -332,7 +332,6 @@ def missed_on(
         lease_name=lease_name,
         fires_cache=fires_cache,
         late=late,
-        bulk=False,
     )[job.id]
 
 
@@ -355,16 +354,17 @@ def _explain(
     now: datetime,
     grace: float,
     fires_cache: FiresCache | None,
+    fallback_grace: float = CATCH_UP_GRACE,
 ) -> list[MissedTick]:
     """The missed ticks of one job from what the store holds about it; no SQL, so one job and many jobs (read
-    in bulk) take the same path."""
+    in bulk) take the same path. ``fallback_grace``: the grace of terms that recorded none."""
     rows = {r.scheduled_for: r for r in found.runs}
     events = found.events
     redefined = any(e.kind == "schedule_changed" and state and e.at == state.defined_at for e in events)
     ctx = _Context(
         job=job,
         state=state,
-        leases=LeaseTimeline(found.terms, now),
+        leases=LeaseTimeline(found.terms, now, fallback_grace),
         pauses=pause_intervals((e for e in events if e.kind != "schedule_changed"), state),
         redefined_at=state.defined_at if redefined and state else None,
         grace=timedelta(seconds=grace),
@@ -433,12 +433,13 @@ def missed_many(
     fires_cache: FiresCache | None = None,
     states: Mapping[str, h.StateRecord] | None = None,
     late: bool = False,
-    bulk: bool = True,
 ) -> dict[str, list[MissedTick]]:
     """``missed_on`` for every job, by job id, in a number of statements that does not grow with the jobs
     (one per table and chunk of ids). ``states`` spares reading job_state again when the caller has it."""
     items = list(jobs)
     ids = [j.id for j in items]
+    # An explicit grace also stands for the terms that recorded none; else those had the 60 s default.
+    fallback = CATCH_UP_GRACE if grace is None else grace
     if grace is None:
         grace = current_grace(conn, lease_name)
     if states is None:
@@ -457,10 +458,7 @@ def missed_many(
     # One read over the union of the windows; each job then keeps the rows of its own.
     lo = min(w.after for w, _ in windows.values())
     hi = max((y or w).until for w, y in windows.values())
-    if bulk:
-        runs = h.runs_between_by_job(conn, wanted, lo, hi)
-    else:
-        runs = {wanted[0]: h.runs_between(conn, wanted[0], lo, hi)}
+    runs = h.runs_between_by_job(conn, wanted, lo, hi)
     ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
     # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
     cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
@@ -476,7 +474,9 @@ def missed_many(
             terms=cover.between(window.after, max(hi, now)),
             events=events[job.id],
         )
-        out[job.id] = _explain(job, states.get(job.id), window, younger, found, now, grace, fires_cache)
+        out[job.id] = _explain(
+            job, states.get(job.id), window, younger, found, now, grace, fires_cache, fallback
+        )
     return out
 
 

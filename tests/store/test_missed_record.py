@@ -174,3 +174,26 @@ def test_keep_missed_bounds_how_long_the_record_lasts(store, keep):
     # keep_missed counts from a range's last tick: the skipped stretch ended ~261 s before now (kept for
     # 600 s), the unrecorded one ~1261 s before (gone). The margin is minutes, not clock resolution.
     assert found == (outage[-planner.MAX_SKIPPED_ROWS :] if keep == 600.0 else outage)
+
+
+def test_the_missed_command_names_every_tick_too(store, db_url, tmp_path):
+    """Through the CLI, by the database's clock: the scenario is laid out relative to it, and the command runs
+    within seconds of it (the margin: the 199 later runs reach 1 s before the setup's now, the window ends
+    60 s before the command's now)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from schedctl.cli import cli
+
+    _, outage, _ = day_old_outage(store)
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(
+        '[jobs.pulse]\nschedule = "* * * * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "true"\n'
+    )
+    result = CliRunner().invoke(cli, ["missed", "pulse", "--json", "--jobs", str(jobs), "--db", db_url])
+    assert result.exit_code == 0, result.output
+    items = json.loads(result.stdout)
+    assert [i["scheduled_for"] for i in items] == [t.isoformat() for t in outage]
+    assert {i["reason"] for i in items[: -planner.MAX_SKIPPED_ROWS]} == {"no_leader"}
+    assert {i["reason"] for i in items[-planner.MAX_SKIPPED_ROWS :]} == {"catch_up_skip"}
