@@ -330,6 +330,8 @@ def test_pause_and_resume(env):
     assert f" by {actor()} (schedctl pause)" in text.splitlines()[0]
     nxt = next(line for line in text.splitlines() if line.startswith("  next:"))
     assert nxt.startswith("  next:      none: paused since ") and f"UTC by {actor()}" in nxt
+    row = next(line.split() for line in run(env, "status").stdout.splitlines() if "cache" in line.split())
+    assert row[row.index("cache") + 5] == "paused"  # JOB, LAST (state, date, time), EXIT, then NEXT
     resumed = run(env, "resume", "cache")
     assert resumed.exit_code == 0 and "cache: resumed" in resumed.stdout
     assert "was not paused" in run(env, "resume", "cache").stdout
