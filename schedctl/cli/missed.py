@@ -168,6 +168,7 @@ def missed(
             found = any(t.state == "missed" for t in ticks)
         else:
             counts = missed_counts(store, jobs, now, lo, hi)
+            _say_what_is_left_to_the_leader(store, hi, now, "not counted here (name a JOB to list them)")
             _show_counts(counts, fmt)
             found = any(c.count for c in counts)
     finally:
@@ -302,8 +303,13 @@ def replay(
     _report(result.plan, result.dispatched, result.already)
 
 
-def _say_what_is_left_to_the_leader(store: Store, until: datetime | None, now: datetime) -> None:
-    """An --until past the grace replays nothing younger than it: say so rather than leave it silent."""
+def _say_what_is_left_to_the_leader(
+    store: Store,
+    until: datetime | None,
+    now: datetime,
+    what: str = "the leader dispatches them, replay does not",
+) -> None:
+    """An --until past the grace counts or replays nothing younger than it: say so rather than stay silent."""
     from datetime import timedelta
 
     from schedctl.missed import current_grace
@@ -316,7 +322,7 @@ def _say_what_is_left_to_the_leader(store: Store, until: datetime | None, now: d
     if until > cutoff:
         click.echo(
             f"ticks after {utc_text(cutoff)} UTC are younger than the leader's catch-up grace ({grace:g}s): "
-            "late, not missed; the leader dispatches them, replay does not",
+            f"late, not missed; {what}",
             err=True,
         )
 

@@ -311,6 +311,8 @@ def test_an_until_past_the_leaders_grace_lists_the_younger_ticks_as_late(env):
         and "(term 1, host-b:4711)" in late[0]["reason_text"]
     )
     assert all(datetime.fromisoformat(i["scheduled_for"]) >= cutoff - timedelta(seconds=5) for i in late)
+    counts = run(env, "missed", "--until", now.isoformat())
+    assert "late, not missed; not counted here (name a JOB to list them)" in counts.stderr
 
 
 def test_missed_help_is_truthful_about_until():
