@@ -399,14 +399,16 @@ def prune(
     pruned: dict[str, int] = {}
     ids = sorted(set(job_ids))
     for job_id in ids:
-        count = _prune_job(conn, job_id, keep_succeeded, keep_failed)
+        count = _prune_job(conn, job_id, keep_succeeded, keep_failed, keep_missed)
         if count:
             pruned[job_id] = count
     missedrecord.expire(conn, ids, keep_missed)
     return pruned
 
 
-def _prune_job(conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int) -> int:
+def _prune_job(
+    conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int, keep_missed: float
+) -> int:
     r = job_runs.c
     doomed: list[datetime] = []
     for states, keep in ((("succeeded",), keep_succeeded), (FAILED_STATES, keep_failed)):
@@ -423,7 +425,7 @@ def _prune_job(conn: Connection, job_id: str, keep_succeeded: int, keep_failed: 
     skipped = conn.execute(
         select(func.count()).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark)
     ).scalar_one()
-    missedrecord.fold_before(conn, job_id, mark, doomed)
+    missedrecord.fold_before(conn, job_id, mark, doomed, keep_missed)
     deleted = int(skipped)
     for start in range(0, len(doomed), 500):
         chunk = doomed[start : start + 500]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from schedctl.store.dialect import db_now, id_chunks, in_list, insert_ignore, now_plus
+from schedctl.store.dialect import db_now, id_chunks, in_list, insert_ignore, now_plus, select_db_now
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 
 if TYPE_CHECKING:
@@ -90,10 +90,13 @@ class _Range:
         }
 
 
-def fold_before(conn: Connection, job_id: str, mark: datetime, pruned: Sequence[datetime]) -> None:
+def fold_before(
+    conn: Connection, job_id: str, mark: datetime, pruned: Sequence[datetime], keep_missed: float
+) -> None:
     """Before the history mark moves to ``mark``: fold the skipped rows and unrecorded ticks below it into
     ranges and delete those skipped rows; take the ticks of ``pruned`` (finished runs being deleted) out of
-    any older range."""
+    any older range. Ticks older than ``keep_missed`` seconds are not recorded: they would expire at once,
+    and counting a year-long stretch of a per-second job would hold the transaction for minutes."""
     state = conn.execute(
         select(job_state.c.defined_at, job_state.c.history_start, job_state.c.schedule_key).where(
             job_state.c.job_id == job_id
@@ -108,14 +111,17 @@ def fold_before(conn: Connection, job_id: str, mark: datetime, pruned: Sequence[
         .where(r.job_id == job_id, r.scheduled_for < mark)
         .order_by(r.scheduled_for)
     ).all()
-    ranges = _ranges(rows, state, schedule)
+    floor = select_db_now(conn) - timedelta(seconds=keep_missed)
+    ranges = [g for g in _ranges(rows, state, schedule, floor) if g.last >= floor]
     if ranges:
         # Two workers may prune one job at once: both fold the same ranges, and the second keeps the first's.
         insert_ignore(conn, missed_ranges, [g.row(job_id, key) for g in ranges])
     conn.execute(delete(job_runs).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark))
 
 
-def _ranges(rows: Iterable[object], state: object | None, schedule: Schedule | None) -> list[_Range]:
+def _ranges(
+    rows: Iterable[object], state: object | None, schedule: Schedule | None, floor: datetime
+) -> list[_Range]:
     out: list[_Range] = []
     defined_at = getattr(state, "defined_at", None)
     history_start = getattr(state, "history_start", None)
@@ -135,7 +141,7 @@ def _ranges(rows: Iterable[object], state: object | None, schedule: Schedule | N
     for row in rows:
         at, run_state = row.scheduled_for, row.state  # type: ignore[attr-defined]
         if schedule is not None and prev is not None and at > prev:
-            nxt = schedule.next_after(prev)
+            nxt = schedule.next_after(max(prev, floor - _TINY))
             if nxt is not None and nxt < at:  # ticks between two rows that never got one
                 flush()
                 count = sum(1 for _ in fires_in(schedule, nxt, at - _TINY))

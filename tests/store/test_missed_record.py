@@ -69,7 +69,7 @@ def _term(conn, term: int, acquired: datetime, expires: datetime, ended=None, re
     )
 
 
-def _ran(store, ticks: list[datetime], prune_every: int = 10) -> None:
+def _ran(store, ticks: list[datetime], prune_every: int = 10, keep_missed: float = 7 * DAY) -> None:
     """The ticks run and succeed, one by one; the worker prunes every ``prune_every`` of them."""
     for start in range(0, len(ticks), prune_every):
         chunk = ticks[start : start + prune_every]
@@ -78,10 +78,10 @@ def _ran(store, ticks: list[datetime], prune_every: int = 10) -> None:
             conn.execute(
                 update(job_state).where(job_state.c.job_id == PULSE.id).values(last_dispatched=max(chunk))
             )
-            claims.prune(conn, [PULSE.id], keep_succeeded=3, keep_failed=5)
+            claims.prune(conn, [PULSE.id], keep_succeeded=3, keep_failed=5, keep_missed=keep_missed)
 
 
-def day_old_outage(store) -> tuple[datetime, list[datetime], list[datetime]]:
+def day_old_outage(store, keep_missed: float = 7 * DAY) -> tuple[datetime, list[datetime], list[datetime]]:
     """Returns now, the outage's missed ticks, and the ticks after it; the history is pruned to its limits."""
     with store.connect() as conn:
         db_now = select_db_now(conn)
@@ -103,7 +103,7 @@ def day_old_outage(store) -> tuple[datetime, list[datetime], list[datetime]]:
         )
         _term(conn, 1, defined - timedelta(seconds=5), down, down, "expired")
         _term(conn, 2, recovered, db_now + timedelta(seconds=15))
-    _ran(store, before)
+    _ran(store, before, keep_missed=keep_missed)
     # The new leader's catch-up pass, decided by the real planner.
     win = planner.window(schedule, down, recovered + timedelta(microseconds=1), recovered, GRACE)
     plan = planner.plan_catch_up(PULSE, win, recovered, schedule)
@@ -113,7 +113,7 @@ def day_old_outage(store) -> tuple[datetime, list[datetime], list[datetime]]:
     with store.begin() as conn:
         insert_ignore(conn, job_runs, [_row(t.scheduled_for, "skipped", t.reason, t.detail) for t in skipped])
     after = [recovered + timedelta(seconds=i) for i in range(1, 200)]  # every tick since: 199 runs
-    _ran(store, late + after)
+    _ran(store, late + after, keep_missed=keep_missed)
     outage = [down + timedelta(seconds=i) for i in range(1, DAY - int(GRACE))]  # older than the grace
     return db_now, outage, after
 
@@ -197,3 +197,13 @@ def test_the_missed_command_names_every_tick_too(store, db_url, tmp_path):
     assert [i["scheduled_for"] for i in items] == [t.isoformat() for t in outage]
     assert {i["reason"] for i in items[: -planner.MAX_SKIPPED_ROWS]} == {"no_leader"}
     assert {i["reason"] for i in items[-planner.MAX_SKIPPED_ROWS :]} == {"catch_up_skip"}
+
+
+def test_ticks_older_than_keep_missed_are_not_recorded_at_all(store):
+    """Folding a long stretch counts its ticks: only the last `keep_missed` of it is kept, so a year-long
+    outage of a per-second job costs what a day's does. The margin: the prunes run within 120 s of `now`."""
+    now, outage, _ = day_old_outage(store, keep_missed=3600)
+    found = [t.scheduled_for for t in missed(store, PULSE, None, None, now)]
+    assert found == outage[-len(found) :]
+    assert found[0] >= now - timedelta(seconds=3600)
+    assert len(found) >= len([t for t in outage if t >= now - timedelta(seconds=3600 - 120)])
