@@ -24,6 +24,7 @@ from schedctl.missed import (
     first_clause,
     missed_many,
     missed_on,
+    pause_intervals,
 )
 from schedctl.store import Store
 from schedctl.store import history as h
@@ -183,6 +184,7 @@ class _Facts:
     next_fire: datetime | None
     active: int = 0  # runs queued or running
     oldest_active: datetime | None = None
+    file_paused_since: datetime | None = None  # when a leader first saw `paused = true` in the job file
 
 
 def _span(ticks: list[MissedTick], now: datetime) -> str:
@@ -200,7 +202,8 @@ def _stopped(f: _Facts, now: datetime) -> tuple[Verdict, str] | None:
             f"`schedctl resume {job.id}` resumes it"
         )
     if job.paused:
-        return Verdict.PAUSED, "paused in its job file (paused = true)"
+        since = f" since {_clock(f.file_paused_since, now)}" if f.file_paused_since else ""
+        return Verdict.PAUSED, f"paused in its job file (paused = true){since}"
     if state is not None and state.refused_at is not None:
         detail = (
             first_clause(state.refused_detail) or f"missed ticks exceed max_catch_up = {catch_up_bound(job)}"
@@ -325,7 +328,19 @@ def status_on(
         active=h.active_runs(conn, job.id),
         lease=_lease_view(conn, lease_name, now),
         last_term=h.latest_term(conn, lease_name),
+        file_paused_since=_file_paused_since(h.events_of(conn, job.id, _PAUSE_EVENTS, now), state)
+        if job.paused
+        else None,
     )
+
+
+_PAUSE_EVENTS = ("paused", "resumed")
+
+
+def _file_paused_since(events: list[h.EventRecord], state: h.StateRecord | None) -> datetime | None:
+    """Since when the job file's ``paused = true`` holds, by the pause the scheduler journaled."""
+    open_ = [p for p in pause_intervals(events, state) if p.source == "job file" and p.end is None]
+    return open_[0].start if open_ else None
 
 
 _FINISHED_LIMIT = 20  # enough for a failing streak's length and its exit statuses
@@ -350,6 +365,7 @@ def _assemble(
     lease: LeaseView | None,
     last_term: h.TermRecord | None,
     schedules: dict[str, tuple[datetime | None, str | None]] | None = None,
+    file_paused_since: datetime | None = None,
 ) -> JobStatus:
     """One job's status from what the store holds about it; no SQL, so one job and many jobs (read in bulk)
     take the same path. ``schedules`` shares the next fire and description between jobs on one schedule."""
@@ -373,8 +389,10 @@ def _assemble(
         next_fire=next_fire,
         active=active[0],
         oldest_active=active[1],
+        file_paused_since=file_paused_since,
     )
     code, text = _verdict(facts, now)
+    db_pause = state if state is not None and state.paused_at is not None else None  # `schedctl pause`
     return JobStatus(
         job=job,
         description=description,
@@ -387,10 +405,9 @@ def _assemble(
         missed=missed,
         failing_streak=_failing_streak(finished),
         last_finished=finished[0] if finished else None,
-        paused_at=state.paused_at if state else None,
+        paused_at=db_pause.paused_at if db_pause else (file_paused_since if job.paused else None),
         refused_at=state.refused_at if state else None,
-        paused_by=(state.paused_by if state and state.paused_at else None)
-        or ("job file" if job.paused else None),
+        paused_by=db_pause.paused_by if db_pause else ("job file" if job.paused else None),
     )
 
 
@@ -424,6 +441,9 @@ def status_many(
         conn, ids, now, [(_recent_limit(last_n), None), (_FINISHED_LIMIT, _FINISHED), (1, _DISPATCHED)]
     )
     active = h.active_runs_by_job(conn, ids)
+    # Only jobs paused in their file need the journal: no read at all when none is.
+    filed = [j.id for j in items if j.paused]
+    pauses = h.events_by_job(conn, filed, _PAUSE_EVENTS, until=now) if filed else {}
     lease = _lease_view(conn, lease_name, now)
     last_term = h.latest_term(conn, lease_name)
     schedules: dict[str, tuple[datetime | None, str | None]] = {}
@@ -441,6 +461,7 @@ def status_many(
             lease=lease,
             last_term=last_term,
             schedules=schedules,
+            file_paused_since=_file_paused_since(pauses[job.id], states.get(job.id)) if job.paused else None,
         )
         for job in items
     ]

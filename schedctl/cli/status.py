@@ -133,11 +133,12 @@ def _lease_text(s: JobStatus, now: datetime) -> str:
 
 
 def _next_text(s: JobStatus) -> str:
+    if s.paused_by == "job file":
+        since = f" since {utc_text(s.paused_at)} UTC" if s.paused_at else ""
+        return f"none: paused in its job file (paused = true){since}"
     if s.paused_at is not None:
         by = f" by {s.paused_by}" if s.paused_by else ""
         return f"none: paused since {utc_text(s.paused_at)} UTC{by} (`schedctl resume {s.job.id}`)"
-    if s.paused:
-        return "none: paused in its job file (paused = true)"
     return f"{utc_text(s.next_fire)} UTC" if s.next_fire else "never"
 
 

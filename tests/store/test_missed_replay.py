@@ -516,13 +516,17 @@ def test_pause_and_resume_are_recorded_and_explain_the_gap(store):
     assert texts[0] == "the job was paused (schedctl pause) from 10:02:00 until 10:45:00"
 
 
-def test_a_job_file_pause_says_so_instead_of_a_next_fire(store):
+def test_a_job_file_pause_says_so_and_since_when_instead_of_a_next_fire(store):
     j = job("filed", paused=True)
     with store.begin() as conn:
         seed_leader_all_day(conn)
-        add_state(conn, j, T(9, 0), T(9, 0))
-    st = job_status(store, j, now=T(10, 40))
-    assert st.verdict_code == Verdict.PAUSED and st.next_fire is None and st.paused_by == "job file"
+        add_state(conn, j, T(9, 0), T(9, 0), paused_by_file=True)
+        # What the scheduler journals when it first sees `paused = true` in the file.
+        conn.execute(insert(job_events).values(job_id=j.id, at=T(9, 31), kind="paused", detail="job file"))
+    for st in (job_status(store, j, now=T(10, 40)), all_status(store, [j], now=T(10, 40))[0]):
+        assert st.verdict_code == Verdict.PAUSED
+        assert st.verdict == "paused in its job file (paused = true) since 09:31"
+        assert (st.next_fire, st.paused_at, st.paused_by) == (None, T(9, 31), "job file")
 
 
 def test_pause_records_who_ran_it_by_default(store):
