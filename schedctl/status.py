@@ -441,9 +441,8 @@ def status_many(
         conn, ids, now, [(_recent_limit(last_n), None), (_FINISHED_LIMIT, _FINISHED), (1, _DISPATCHED)]
     )
     active = h.active_runs_by_job(conn, ids)
-    # Only jobs paused in their file need the journal: no read at all when none is.
-    filed = [j.id for j in items if j.paused]
-    pauses = h.events_by_job(conn, filed, _PAUSE_EVENTS, until=now) if filed else {}
+    # Pause events are few (two per pause), so one read per chunk of ids, as for the other tables.
+    pauses = h.events_by_job(conn, ids, _PAUSE_EVENTS, until=now)
     lease = _lease_view(conn, lease_name, now)
     last_term = h.latest_term(conn, lease_name)
     schedules: dict[str, tuple[datetime | None, str | None]] = {}
