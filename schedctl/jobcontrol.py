@@ -33,14 +33,29 @@ class PauseResult:
     paused_by_file: bool  # the job file says paused = true (that pause is not lifted by `resume`)
 
 
-def pause(store: Store, job: Job, now: datetime) -> PauseResult:
-    """Set ``job_state.paused_at`` (creating the job's state row if no leader has seen it yet)."""
+def actor() -> str:
+    """``user@host`` of whoever runs this command, for `status` to say who paused a job."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (a bare container's uid)
+        import os
+
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()}"[:255]
+
+
+def pause(store: Store, job: Job, now: datetime, by: str | None = None) -> PauseResult:
+    """Set ``job_state.paused_at`` (creating the job's state row if no leader has seen it yet); ``by``
+    (default: this user@host) is kept for `status`."""
     with store.begin() as conn:
         _ensure_state(conn, job, now)
         changed = conn.execute(
             update(job_state)
             .where(job_state.c.job_id == job.id, job_state.c.paused_at.is_(None))
-            .values(paused_at=now, updated_at=now)
+            .values(paused_at=now, paused_by=by or actor(), updated_at=now)
         ).rowcount
         if changed:
             _event(conn, job.id, "paused", now)
@@ -57,7 +72,7 @@ def resume(store: Store, job: Job, now: datetime) -> PauseResult:
         changed = conn.execute(
             update(job_state)
             .where(job_state.c.job_id == job.id, job_state.c.paused_at.is_not(None))
-            .values(paused_at=None, updated_at=now)
+            .values(paused_at=None, paused_by=None, updated_at=now)
         ).rowcount
         if changed:
             _event(conn, job.id, "resumed", now)

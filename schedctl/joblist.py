@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
-from zoneinfo import ZoneInfo
 
 from schedctl.errors import StoreError
 from schedctl.job import Job
+from schedctl.zones import load_zone
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def list_jobs(jobs: Mapping[str, Job], db_url: str | None, now: datetime) -> Lis
         next_fire = None
         if not job.paused and job.id not in paused:
             fire = schedule.next_after(now)
-            next_fire = fire.astimezone(ZoneInfo(job.timezone)) if fire else None
+            next_fire = fire.astimezone(load_zone(job.timezone)) if fire else None
         run = last.get(job.id)
         rows.append(
             JobRow(

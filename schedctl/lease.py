@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
 from typing import Any
 
 from sqlalchemy import and_, case, func, literal, or_, select, update
@@ -104,17 +103,21 @@ class Term:
     end_reason: str | None  # released | expired | None while it lasts
     schedctl_version: str
     tzdata_version: str
+    catch_up_grace: float | None = None  # seconds; None for terms recorded before schema 0003
 
 
-def acquire_or_renew(store: Store, name: str, identity: str, duration: float) -> LeaseResult:
+def acquire_or_renew(
+    store: Store, name: str, identity: str, duration: float, catch_up_grace: float | None = None
+) -> LeaseResult:
     """Take the lease if it is free or lapsed, renew it if it is ours; one transaction.
 
-    ``duration`` is in seconds, counted from the database's now.
+    ``duration`` is in seconds, counted from the database's now. ``catch_up_grace`` is recorded with a new
+    term, so `missed`, `status` and `replay` judge that term's ticks by the grace its leader used.
     """
     _check_names(name, identity)
     for attempt in range(CONFLICT_RETRIES):
         try:
-            return _acquire_or_renew(store, name, identity, duration)
+            return _acquire_or_renew(store, name, identity, duration, catch_up_grace)
         except StoreConflict:
             # MySQL may pick a renewal as the deadlock victim against a standby's attempt on the same row;
             # losing a renewal to that would cost a leader its lease for nothing.
@@ -126,7 +129,9 @@ def acquire_or_renew(store: Store, name: str, identity: str, duration: float) ->
 CONFLICT_RETRIES = 3
 
 
-def _acquire_or_renew(store: Store, name: str, identity: str, duration: float) -> LeaseResult:
+def _acquire_or_renew(
+    store: Store, name: str, identity: str, duration: float, catch_up_grace: float | None
+) -> LeaseResult:
     with store.begin() as conn:
         won = _take(conn, name, identity, duration)
         row = conn.execute(_lease_query(name, full=True)).one_or_none()
@@ -137,7 +142,7 @@ def _acquire_or_renew(store: Store, name: str, identity: str, duration: float) -
         if _record_renewal(conn, name, identity, row):
             return LeaseResult(True, row.term, False, row.expires_at, row.now, holder=identity)
         row = _stamp_new_term(conn, name, duration)
-        previous = _start_term(conn, name, identity, row)
+        previous = _start_term(conn, name, identity, row, catch_up_grace)
     log.info(
         "acquired lease %s, term %s",
         name,
@@ -359,7 +364,9 @@ def _record_renewal(conn: Connection, name: str, identity: str, row: Any) -> boo
     return bool(conn.execute(stmt).rowcount == 1)
 
 
-def _start_term(conn: Connection, name: str, identity: str, row: Any) -> str | None:
+def _start_term(
+    conn: Connection, name: str, identity: str, row: Any, catch_up_grace: float | None = None
+) -> str | None:
     """Close the terms before this one and open this one. Returns the previous term's tzdata version."""
     from schedctl import __version__
 
@@ -386,36 +393,16 @@ def _start_term(conn: Connection, name: str, identity: str, row: Any) -> str | N
             expires_at=row.expires_at,
             schedctl_version=__version__,
             tzdata_version=tzdata_version(),
+            catch_up_grace=catch_up_grace,
         )
     )
     return previous
 
 
-@cache
 def tzdata_version() -> str:
-    """The zone database this process's ``zoneinfo`` reads: the system's files first, then the tzdata package.
+    """The zone data this process computes fire times with: the tzdata package ``zones.load_zone`` reads,
+    never the host's files (``tzdata 2026f``). Two replicas on different zone data can put the same
+    wall-clock tick at different instants, so each term records which one its leader had."""
+    from schedctl.zones import data_version
 
-    Two replicas on different zone databases can put the same wall-clock tick at different instants, so
-    each term records which one its leader had.
-    """
-    import zoneinfo
-    from importlib import metadata
-    from pathlib import Path
-
-    for root in zoneinfo.TZPATH:
-        if (Path(root) / "UTC").is_file():
-            return f"system {_system_version(Path(root))}"[:32]
-    try:
-        return f"tzdata {metadata.version('tzdata')}"[:32]
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _system_version(root: Any) -> str:
-    # Debian, Alpine and Fedora ship tzdata.zi, whose first line is "# version 2025b".
-    try:
-        with open(root / "tzdata.zi", encoding="ascii", errors="replace") as fh:
-            first = fh.readline().split()
-    except OSError:
-        return "unknown"
-    return first[2] if len(first) >= 3 and first[1] == "version" else "unknown"
+    return f"tzdata {data_version()}"[:32]

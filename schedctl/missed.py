@@ -8,22 +8,28 @@ the reason says exactly that instead of guessing.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy.engine import Connection
 
-from schedctl.durations import format_duration, parse_duration
+from schedctl.durations import format_duration
+from schedctl.instants import clock_text as clock_text
+from schedctl.instants import parse_instant as parse_instant
+from schedctl.instants import rfc3339 as rfc3339
 from schedctl.job import Job
+from schedctl.leasecover import LeaseTimeline as LeaseTimeline
+from schedctl.settings import DEFAULT_CATCH_UP_GRACE
 from schedctl.store import Store
 from schedctl.store import history as h
+from schedctl.store import missedrecord as record
 
-CATCH_UP_GRACE = 60.0  # seconds; SchedulerSettings.catch_up_grace: a younger tick is late, not missed
+# The grace of leaders that recorded none (terms from before schema 0003); every leader since records its own.
+CATCH_UP_GRACE = DEFAULT_CATCH_UP_GRACE
 LOOKBACK = timedelta(days=7)  # the default window never reaches further back than this
 LEASE_NAME = "cron"  # SchedulerSettings.lease_name
 _TINY = timedelta(microseconds=1)
@@ -44,6 +50,7 @@ class Reason(StrEnum):
     PAUSED = "paused"  # the job was paused (`schedctl pause` or `paused = true` in its file)
     NOT_DEFINED = "not_defined"  # before a scheduler first saw the job (or before its schedule changed)
     UNEXPLAINED = "unexplained"  # a scheduler held the lease, yet nothing was recorded for the tick
+    LATE = "late"  # younger than the leader's grace: not missed (yet); only listed for an explicit --until
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,8 @@ class MissedTick:
     scheduled_for: datetime
     reason_code: str
     reason_text: str
-    row_state: str | None  # "skipped" when the tick has a row, None when it has none
+    row_state: str | None  # "skipped" (or "queued" for a late tick) when the tick has a row, None when not
+    state: str = "missed"  # "missed", or "late": younger than the grace, the leader may still dispatch it
 
 
 @dataclass(frozen=True)
@@ -69,112 +77,6 @@ class Window:
 
     after: datetime
     until: datetime
-
-
-# -- time formatting and parsing ---------------------------------------------------------------------------
-
-
-def clock_text(at: datetime, ref: datetime) -> str:
-    """``13:02:11`` when on the same UTC day as ``ref``, else ``2026-03-01 13:02:11`` (always UTC)."""
-    at = at.astimezone(UTC)
-    if at.date() == ref.astimezone(UTC).date():
-        return at.strftime("%H:%M:%S")
-    return at.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def rfc3339(at: datetime) -> str:
-    """RFC 3339 with the offset written out (``+00:00``), as every ``--json`` in schedctl."""
-    return at.astimezone(UTC).isoformat()
-
-
-_AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
-
-
-def parse_instant(text: str, now: datetime) -> datetime:
-    """An instant as an operator types it: RFC 3339 / ISO 8601 (no offset means UTC) or a duration ago
-    (``6h``, ``2d``, ``90m ago``). Raises ValueError with a message fit for a usage error."""
-    value = text.strip()
-    if _AGO.match(value):
-        return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
-        ) from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-# -- the lease history as covered intervals -----------------------------------------------------------------
-
-
-@dataclass
-class _Cover:
-    start: datetime
-    end: datetime
-    terms: list[h.TermRecord]  # in order of acquisition; terms[0] began this stretch of leadership
-
-    @property
-    def closer(self) -> h.TermRecord:
-        """The term whose end closed the stretch."""
-        return max(self.terms, key=lambda t: t.held_until)
-
-
-class LeaseTimeline:
-    """When some scheduler held the lease, merged over terms, to tell "no leader" from "a leader but nothing"."""
-
-    def __init__(self, terms: Iterable[h.TermRecord], now: datetime) -> None:
-        self.now = now
-        covers: list[_Cover] = []
-        for t in sorted(terms, key=lambda t: t.acquired_at):
-            if covers and t.acquired_at <= covers[-1].end:
-                covers[-1].terms.append(t)
-                covers[-1].end = max(covers[-1].end, t.held_until)
-            else:
-                covers.append(_Cover(t.acquired_at, t.held_until, [t]))
-        self.covers = covers
-        self._starts = [c.start for c in covers]
-        self._gap_memo: dict[tuple[int, date], str] = {}
-
-    def holder_near(self, tick: datetime, grace: timedelta) -> h.TermRecord | None:
-        """The latest term held at some instant of ``[tick, tick + grace]``: that leader should have recorded
-        the tick (a leader that arrives within the grace dispatches it late, not missed)."""
-        i = bisect.bisect_right(self._starts, tick + grace) - 1
-        if i < 0 or self.covers[i].end < tick:
-            return None
-        held = [t for t in self.covers[i].terms if t.acquired_at <= tick + grace and t.held_until >= tick]
-        return held[-1] if held else None
-
-    def gap_text(self, tick: datetime) -> str:
-        """The sentence for a tick no leader held: which term ended last, and when the next began."""
-        i = bisect.bisect_right(self._starts, tick) - 1
-        # A week-long outage of a minutely job is 10,000 ticks in one gap: one sentence per gap and day.
-        key = (i, tick.astimezone(UTC).date())
-        text = self._gap_memo.get(key)
-        if text is None:
-            text = self._gap_memo[key] = self._gap_sentence(i, tick)
-        return text
-
-    def _gap_sentence(self, i: int, tick: datetime) -> str:
-        before = self.covers[i].closer if i >= 0 else None
-        after = self.covers[i + 1].terms[0] if i + 1 < len(self.covers) else None
-        if before is None:
-            head = "no scheduler had held the lease"
-        else:
-            head = (
-                f"no scheduler held the lease from {clock_text(before.held_until, tick)} "
-                f"(term {before.term}, {before.holder}, ended: {self._end_reason(before)})"
-            )
-        if after is None:
-            return (
-                f"{head} and none has since" if before is not None else "no scheduler has ever held the lease"
-            )
-        return f"{head} until {clock_text(after.acquired_at, tick)} (term {after.term}, {after.holder})"
-
-    def _end_reason(self, term: h.TermRecord) -> str:
-        if term.end_reason:
-            return term.end_reason
-        return "expired" if term.expires_at <= self.now else "still held"
 
 
 # -- pauses from the journal --------------------------------------------------------------------------------
@@ -282,7 +184,7 @@ def _downtime_cause(ctx: _Context, tick: datetime) -> str | None:
     pause = _paused_at(ctx.pauses, tick)
     if pause is not None:
         return _pause_text(pause, tick)
-    if ctx.leases.holder_near(tick, ctx.grace) is None:
+    if ctx.leases.holder_near(tick) is None:
         return ctx.leases.gap_text(tick)
     return None
 
@@ -298,7 +200,7 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
     pause = _paused_at(ctx.pauses, tick)
     if pause is not None:
         return Reason.PAUSED, _pause_text(pause, tick)
-    term = ctx.leases.holder_near(tick, ctx.grace)
+    term = ctx.leases.holder_near(tick)
     if term is None:
         return Reason.NO_LEADER, ctx.leases.gap_text(tick)
     if state is None:
@@ -323,8 +225,8 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
 def default_window(
     state: h.StateRecord | None, first_dispatch: datetime | None, now: datetime, grace: float = CATCH_UP_GRACE
 ) -> Window:
-    """Since the job's definition (or, with no state row, its first dispatch) or its history mark, at most
-    ``LOOKBACK`` back, until the grace before now."""
+    """Since the job's definition (or, with no state row, its first dispatch), at most ``LOOKBACK`` back,
+    until the grace before now. Before the history mark only the lasting record of missed ticks speaks."""
     floor = now - LOOKBACK
     end = now - timedelta(seconds=grace)
     if state is None and first_dispatch is None:
@@ -335,8 +237,6 @@ def default_window(
         starts.append(state.defined_at)
     elif first_dispatch is not None:
         starts.append(first_dispatch - _TINY)  # the first dispatched tick itself is in the window
-    if state is not None and state.history_start is not None:
-        starts.append(state.history_start - _TINY)
     return Window(after=max(starts), until=end)
 
 
@@ -349,13 +249,26 @@ def resolve_window(
     grace: float = CATCH_UP_GRACE,
 ) -> Window:
     """The window a command looks at: the default, narrowed or moved by ``--since`` (inclusive) and ``--until``
-    (exclusive); never before the history mark, never closer to now than the grace."""
+    (exclusive); never closer to now than the grace (younger ticks are late: see ``late_window``)."""
     base = default_window(state, first_dispatch, now, grace)
     after = base.after if since is None else since - _TINY
-    if state is not None and state.history_start is not None:
-        after = max(after, state.history_start - _TINY)
     end = base.until if until is None else min(until, base.until)
     return Window(after=after, until=end)
+
+
+def late_window(window: Window, until: datetime | None, now: datetime) -> Window | None:
+    """The ticks an explicit ``--until`` reaches past the grace: ``[window end, min(until, now))``."""
+    if until is None or until <= window.until:
+        return None
+    return Window(after=max(window.after, window.until - _TINY), until=min(until, now))
+
+
+def current_grace(conn: Connection, lease_name: str = LEASE_NAME) -> float:
+    """The grace of the latest leader, who decides now which ticks are late and which are missed."""
+    term = h.latest_term(conn, lease_name)
+    if term is None or term.catch_up_grace is None:
+        return CATCH_UP_GRACE
+    return term.catch_up_grace
 
 
 FiresCache = dict[tuple[str, datetime, datetime], list[datetime]]
@@ -385,12 +298,15 @@ def missed(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
+    late: bool = False,
 ) -> list[MissedTick]:
-    """The job's ticks in the window that did not run, oldest first, each with its reason."""
+    """The job's ticks in the window that did not run, oldest first, each with its reason. ``grace`` None:
+    the grace the latest leader recorded. ``late``: also list the ticks an explicit ``until`` reaches past
+    the grace, as ``late``."""
     with store.connect() as conn:
-        return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name)
+        return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name, late=late)
 
 
 def missed_on(
@@ -400,54 +316,106 @@ def missed_on(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
+    late: bool = False,
 ) -> list[MissedTick]:
     """``missed`` on an open connection, so callers covering many jobs read them in one session."""
-    state = h.job_state_of(conn, job.id)
-    first = h.earliest_run_at(conn, job.id) if state is None else None
-    window = resolve_window(state, first, since, until, now, grace)
-    if window.until <= window.after:
-        return []
-    rows = h.runs_between(conn, job.id, window.after, window.until)
-    terms = h.terms_between(conn, lease_name, window.after, window.until + timedelta(seconds=grace))
-    events = h.events_of(conn, job.id, _EVENT_KINDS, until=now)
-    return _explain(job, state, window, rows, terms, events, now, grace, fires_cache)
+    return missed_many(
+        conn,
+        [job],
+        since,
+        until,
+        now,
+        grace=grace,
+        lease_name=lease_name,
+        fires_cache=fires_cache,
+        late=late,
+    )[job.id]
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """What the store holds about one job's window."""
+
+    runs: list[h.RunRecord]
+    ranges: list[record.RangeRecord]
+    terms: list[h.TermRecord]
+    events: list[h.EventRecord]
 
 
 def _explain(
     job: Job,
     state: h.StateRecord | None,
     window: Window,
-    runs: list[h.RunRecord],
-    terms: list[h.TermRecord],
-    events: list[h.EventRecord],
+    late: Window | None,
+    found: _Evidence,
     now: datetime,
     grace: float,
     fires_cache: FiresCache | None,
+    fallback_grace: float = CATCH_UP_GRACE,
 ) -> list[MissedTick]:
     """The missed ticks of one job from what the store holds about it; no SQL, so one job and many jobs (read
-    in bulk) take the same path."""
-    rows = {r.scheduled_for: r for r in runs}
+    in bulk) take the same path. ``fallback_grace``: the grace of terms that recorded none."""
+    rows = {r.scheduled_for: r for r in found.runs}
+    events = found.events
     redefined = any(e.kind == "schedule_changed" and state and e.at == state.defined_at for e in events)
     ctx = _Context(
         job=job,
         state=state,
-        leases=LeaseTimeline(terms, now),
+        leases=LeaseTimeline(found.terms, now, fallback_grace),
         pauses=pause_intervals((e for e in events if e.kind != "schedule_changed"), state),
         redefined_at=state.defined_at if redefined and state else None,
         grace=timedelta(seconds=grace),
     )
+    # Before the history mark a tick without a row ran (its run was pruned) unless the lasting record names it.
+    mark = state.history_start if state is not None else None
+    kept_ranges = record.RangeIndex(found.ranges)
+    open_from = window if mark is None or mark <= window.after else Window(mark - _TINY, window.until)
     out: list[MissedTick] = []
-    ticks = set(_fires(job, window, fires_cache))
+    ticks = set(_fires(job, open_from, fires_cache))
     # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
-    ticks.update(t for t, r in rows.items() if r.state == "skipped")
+    ticks.update(t for t, r in rows.items() if r.state == "skipped" and t < window.until)
+    ticks.update(kept_ranges.ticks_in(window.after, window.until))
     for tick in sorted(ticks):
         row = rows.get(tick)
         if row is None:
-            code, text = _unrecorded(ctx, tick)
-            out.append(MissedTick(tick, str(code), text, None))
+            kept = kept_ranges.at(tick)
+            if kept is not None and kept.reason is not None:
+                skip = h.RunRecord(job.id, tick, "skipped", kept.reason, kept.reason_detail)
+                out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), "skipped"))
+            elif kept is not None or mark is None or tick >= mark:
+                code, text = _unrecorded(ctx, tick)
+                out.append(MissedTick(tick, str(code), text, None))
+        elif row.state == "skipped":
+            out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
+    if late is not None:
+        out.extend(_late(ctx, late, rows, fires_cache))
+    return out
+
+
+def _late(
+    ctx: _Context, late: Window, rows: Mapping[datetime, h.RunRecord], cache: FiresCache | None
+) -> list[MissedTick]:
+    """Ticks younger than the grace that have not run: queued and waiting for a worker, or not dispatched
+    yet (by a leader within its grace, or by none since the last one went)."""
+    out: list[MissedTick] = []
+    for tick in _fires(ctx.job, late, cache):
+        row = rows.get(tick)
+        if row is None:
+            gone = ctx.leases.last_end()
+            if gone is not None:
+                text = (
+                    f"no leader since {clock_text(gone.held_until, tick)} (term {gone.term}, {gone.holder}); "
+                    "the next one dispatches it late or by its catch_up"
+                )
+            else:
+                text = "not dispatched yet: inside the catch-up grace the leader dispatches it late"
+            out.append(MissedTick(tick, str(Reason.LATE), text, None, "late"))
+        elif row.state == "queued":
+            text = f"queued at {clock_text(row.queued_at or tick, tick)}, waiting for a worker"
+            out.append(MissedTick(tick, str(Reason.LATE), text, "queued", "late"))
         elif row.state == "skipped":
             out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
     return out
@@ -460,41 +428,54 @@ def missed_many(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
     states: Mapping[str, h.StateRecord] | None = None,
+    late: bool = False,
 ) -> dict[str, list[MissedTick]]:
     """``missed_on`` for every job, by job id, in a number of statements that does not grow with the jobs
     (one per table and chunk of ids). ``states`` spares reading job_state again when the caller has it."""
     items = list(jobs)
     ids = [j.id for j in items]
+    # An explicit grace also stands for the terms that recorded none; else those had the 60 s default.
+    fallback = CATCH_UP_GRACE if grace is None else grace
+    if grace is None:
+        grace = current_grace(conn, lease_name)
     if states is None:
         states = h.job_states_of(conn, ids)
     firsts = h.earliest_runs_at(conn, [i for i in ids if i not in states])
-    windows: dict[str, Window] = {}
+    windows: dict[str, tuple[Window, Window | None]] = {}
     for job in items:
         window = resolve_window(states.get(job.id), firsts.get(job.id), since, until, now, grace)
-        if window.after < window.until:
-            windows[job.id] = window
+        younger = late_window(window, until, now) if late else None
+        if window.after < window.until or younger is not None:
+            windows[job.id] = (window, younger)
     out: dict[str, list[MissedTick]] = {i: [] for i in ids}
     if not windows:
         return out
     wanted = list(windows)
     # One read over the union of the windows; each job then keeps the rows of its own.
-    lo = min(w.after for w in windows.values())
-    hi = max(w.until for w in windows.values())
+    lo = min(w.after for w, _ in windows.values())
+    hi = max((y or w).until for w, y in windows.values())
     runs = h.runs_between_by_job(conn, wanted, lo, hi)
-    cover = h.TermsCover(conn, lease_name, lo, hi + timedelta(seconds=grace))
+    ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
+    # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
+    cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
     events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
     for job in items:
         if job.id not in windows:
             continue
-        window = windows[job.id]
-        mine = [r for r in runs[job.id] if window.after < r.scheduled_for < window.until]
-        terms = cover.between(window.after, window.until + timedelta(seconds=grace))
+        window, younger = windows[job.id]
+        reach = (younger or window).until
+        found = _Evidence(
+            runs=[r for r in runs[job.id] if window.after < r.scheduled_for < reach],
+            ranges=ranges[job.id],
+            terms=cover.between(window.after, max(hi, now)),
+            events=events[job.id],
+        )
         out[job.id] = _explain(
-            job, states.get(job.id), window, mine, terms, events[job.id], now, grace, fires_cache
+            job, states.get(job.id), window, younger, found, now, grace, fires_cache, fallback
         )
     return out
 

@@ -230,30 +230,51 @@ def _catch_up_all(
     missed = list(win.missed)
     if win.missed_more:
         if schedule is None or bound <= len(missed):
-            count_text = f"more than {len(missed)}"
-            return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
+            return _refuse(job, win, bound, f"more than {len(missed)}", schedule)
         cutoff = win.missed[-1] + _TINY
         missed = forward_fires(schedule, win.after, cutoff, bound + 1)
         if len(missed) > bound:
-            count_text = f"more than {bound}"
-            return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
+            return _refuse(job, win, bound, f"more than {bound}", schedule)
     if len(missed) > bound:
-        count_text = str(len(missed))
-        return _refuse(job, win, bound, count_text), _refusal(job, bound, count_text)
+        return _refuse(job, win, bound, str(len(missed)), schedule)
     return [decide(job, t, now, late=t < now) for t in [*missed, *win.late]], None
 
 
-def _refusal(job: Job, bound: int, count_text: str) -> str:
-    return (
-        f"{count_text} missed ticks exceed max_catch_up = {bound}; nothing was queued. "
-        f"Run `schedctl replay {job.id}` to dispatch them"
-    )
+# Counting a refused backlog walks its ticks: at most this many (a fraction of a second), once per refusal.
+MAX_COUNTED = 100_000
 
 
-def _refuse(job: Job, win: Window, bound: int, count_text: str) -> list[Tick]:
-    detail = _refusal(job, bound, count_text)
+def _refusal(job: Job, bound: int, count_text: str, total: int | None) -> str:
+    """The sentence logged and kept on the job, with the replay command that works: `replay` refuses more
+    ticks than its --max, and it lists every refused tick (the missed and the late ones alike)."""
+    if total is not None:
+        command = f"Run `schedctl replay {job.id} --max {total}` to dispatch them"
+    else:
+        command = (
+            f"Count them with `schedctl missed {job.id}`, then run `schedctl replay {job.id} --max COUNT` "
+            "to dispatch them"
+        )
+    return f"{count_text} missed ticks exceed max_catch_up = {bound}; nothing was queued. {command}"
+
+
+def _backlog(win: Window, schedule: Schedule | None) -> int | None:
+    """How many ticks a refusal leaves to replay, or None when they are too many to count here."""
+    if not win.missed_more:
+        return len(win.missed) + len(win.late)
+    if schedule is None or not win.missed:
+        return None
+    older = forward_fires(schedule, win.after, win.missed[0], MAX_COUNTED + 1)
+    if len(older) > MAX_COUNTED:
+        return None
+    return len(older) + len(win.missed) + len(win.late)
+
+
+def _refuse(
+    job: Job, win: Window, bound: int, count_text: str, schedule: Schedule | None
+) -> tuple[list[Tick], str]:
+    detail = _refusal(job, bound, count_text, _backlog(win, schedule))
     every = [*win.missed, *win.late][-MAX_SKIPPED_ROWS:]
-    return [skipped(job, t, SkipReason.CATCH_UP_REFUSED, detail) for t in every]
+    return [skipped(job, t, SkipReason.CATCH_UP_REFUSED, detail) for t in every], detail
 
 
 # -- the leader's plan: which schedule fires next ----------------------------------------------------------

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.errors import ReplayRefused
 from schedctl.job import Job
-from schedctl.missed import CATCH_UP_GRACE, missed_many, rfc3339
+from schedctl.missed import missed_many, rfc3339
 from schedctl.store import Store
 from schedctl.store import history as h
 from schedctl.store.dialect import insert_ignore
@@ -76,7 +76,7 @@ def plan_replay(
     until: datetime | None,
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
 ) -> ReplayPlan:
     """Exactly the ticks ``missed`` lists for these jobs in the window, oldest first; writes nothing."""
     ticks: list[ReplayTick] = []
@@ -114,7 +114,7 @@ def replay(
     now: datetime,
     dry_run: bool = False,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     progress: Progress | None = None,
     plan: ReplayPlan | None = None,
 ) -> ReplayResult:

@@ -175,7 +175,9 @@ class Scheduler:
         s = self.settings
         started = self.clock.monotonic()
         try:
-            result = lease.acquire_or_renew(self.store, s.lease_name, s.identity, s.lease_duration)
+            result = lease.acquire_or_renew(
+                self.store, s.lease_name, s.identity, s.lease_duration, catch_up_grace=s.catch_up_grace
+            )
         except StoreConflict as exc:
             # The row's lock was not granted within the bounded wait: a cut-off session holds it until the
             # server ends it. Not an outage, and a holder keeps its term while _safe() says so: try again soon.

@@ -19,13 +19,19 @@ def default_identity() -> str:
     )
 
 
+# A tick younger than this is late, not missed. Defined once: the leader records the grace it uses with its
+# term, and readers fall back to this only for terms recorded before that (schema revision 0003).
+DEFAULT_CATCH_UP_GRACE = 60.0
+DEFAULT_KEEP_MISSED = 7 * 86400.0  # seconds skipped/missed evidence is kept, whatever the run history limits
+
+
 @dataclass(frozen=True)
 class SchedulerSettings:
     identity: str
     lease_name: str = "cron"
     lease_duration: float = 15.0  # seconds a lease lasts past its last renewal, by the database's clock
     renew_interval: float = 5.0  # renew well inside the lease, not at its edge
-    catch_up_grace: float = 60.0  # a tick younger than this is late, not missed: dispatched normally
+    catch_up_grace: float = DEFAULT_CATCH_UP_GRACE  # a younger tick is late, not missed: dispatched normally
     batch_size: int = 5000  # run rows per dispatch transaction; each batch re-checks the lease term
 
 
@@ -40,6 +46,7 @@ class WorkerSettings:
     run_as_job_user: bool = False  # as root, run each job as its `user`
     successful_history: int = 3  # finished runs kept per job, like Kubernetes' successfulJobsHistoryLimit
     failed_history: int = 5  # like failedJobsHistoryLimit
+    keep_missed: float = DEFAULT_KEEP_MISSED  # seconds skipped and missed ticks stay explainable by `missed`
     output_tail_bytes: int = 8192  # how much of stdout/stderr is stored on the run
     prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)
     log_output: bool = False  # log each run's output tail when it ends (`serve --log-output`)

@@ -17,7 +17,6 @@ from sqlalchemy.engine import Connection
 from schedctl.eligibility import Stranded, stranded_runs
 from schedctl.job import CatchUp, Job
 from schedctl.missed import (
-    CATCH_UP_GRACE,
     LEASE_NAME,
     FiresCache,
     MissedTick,
@@ -26,6 +25,7 @@ from schedctl.missed import (
     first_clause,
     missed_many,
     missed_on,
+    pause_intervals,
 )
 from schedctl.store import Store
 from schedctl.store import history as h
@@ -105,6 +105,11 @@ class JobStatus:
     last_finished: h.RunRecord | None = None
     paused_at: datetime | None = None
     refused_at: datetime | None = None
+    paused_by: str | None = None  # user@host of `schedctl pause`, or "job file" for `paused = true`
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None or self.job.paused
 
 
 def _clock(at: datetime, now: datetime) -> str:
@@ -188,6 +193,7 @@ class _Facts:
     active: int = 0  # runs queued or running
     oldest_active: datetime | None = None
     stranded: Stranded | None = None  # due queued runs no alive worker may take
+    file_paused_since: datetime | None = None  # when a leader first saw `paused = true` in the job file
 
 
 def _span(ticks: list[MissedTick], now: datetime) -> str:
@@ -199,11 +205,14 @@ def _stopped(f: _Facts, now: datetime) -> tuple[Verdict, str] | None:
     """A pause, a refusal or no leader: the job dispatches nothing, whatever its runs did."""
     job, state = f.job, f.state
     if state is not None and state.paused_at is not None:
+        by = f" by {state.paused_by}" if state.paused_by else ""
         return Verdict.PAUSED, (
-            f"paused since {_clock(state.paused_at, now)} (schedctl pause); `schedctl resume {job.id}` resumes it"
+            f"paused since {_clock(state.paused_at, now)}{by} (schedctl pause); "
+            f"`schedctl resume {job.id}` resumes it"
         )
     if job.paused:
-        return Verdict.PAUSED, "paused in its job file (paused = true)"
+        since = f" since {_clock(f.file_paused_since, now)}" if f.file_paused_since else ""
+        return Verdict.PAUSED, f"paused in its job file (paused = true){since}"
     if state is not None and state.refused_at is not None:
         detail = (
             first_clause(state.refused_detail) or f"missed ticks exceed max_catch_up = {catch_up_bound(job)}"
@@ -258,7 +267,7 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
         note += f"; {f.active} runs queued or running, the oldest for {_clock(f.oldest_active, now)}"
     if f.missed:
         codes = ", ".join(sorted({m.reason_code for m in f.missed}))
-        note = f"; {len(f.missed)} ticks not run by the job's policy ({codes}; `schedctl missed {job.id}`)"
+        note += f"; {len(f.missed)} ticks not run by the job's policy ({codes}; `schedctl missed {job.id}`)"
     if not f.finished:
         return Verdict.PENDING, f"waiting: no run has finished yet, {nxt}{note}"
     last = f.finished[0]
@@ -310,7 +319,7 @@ def status_on(
     now: datetime,
     last_n: int = DEFAULT_LAST,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> JobStatus:
@@ -331,7 +340,19 @@ def status_on(
         lease=_lease_view(conn, lease_name, now),
         last_term=h.latest_term(conn, lease_name),
         stranded=stranded_runs(conn, now).get(job.id),
+        file_paused_since=_file_paused_since(h.events_of(conn, job.id, _PAUSE_EVENTS, now), state)
+        if job.paused
+        else None,
     )
+
+
+_PAUSE_EVENTS = ("paused", "resumed")
+
+
+def _file_paused_since(events: list[h.EventRecord], state: h.StateRecord | None) -> datetime | None:
+    """Since when the job file's ``paused = true`` holds, by the pause the scheduler journaled."""
+    open_ = [p for p in pause_intervals(events, state) if p.source == "job file" and p.end is None]
+    return open_[0].start if open_ else None
 
 
 _FINISHED_LIMIT = 20  # enough for a failing streak's length and its exit statuses
@@ -357,6 +378,7 @@ def _assemble(
     last_term: h.TermRecord | None,
     schedules: dict[str, tuple[datetime | None, str | None]] | None = None,
     stranded: Stranded | None = None,
+    file_paused_since: datetime | None = None,
 ) -> JobStatus:
     """One job's status from what the store holds about it; no SQL, so one job and many jobs (read in bulk)
     take the same path. ``schedules`` shares the next fire and description between jobs on one schedule."""
@@ -367,6 +389,8 @@ def _assemble(
         if key not in schedules:
             schedules[key] = _next_and_description(job, now)
         next_fire, description = schedules[key]
+    if job.paused or (state is not None and state.paused_at is not None):
+        next_fire = None  # nothing fires while paused: the verdict says since when and by whom
     facts = _Facts(
         job=job,
         state=state,
@@ -379,8 +403,10 @@ def _assemble(
         active=active[0],
         oldest_active=active[1],
         stranded=stranded,
+        file_paused_since=file_paused_since,
     )
     code, text = _verdict(facts, now)
+    db_pause = state if state is not None and state.paused_at is not None else None  # `schedctl pause`
     return JobStatus(
         job=job,
         description=description,
@@ -393,8 +419,9 @@ def _assemble(
         missed=missed,
         failing_streak=_failing_streak(finished),
         last_finished=finished[0] if finished else None,
-        paused_at=state.paused_at if state else None,
+        paused_at=db_pause.paused_at if db_pause else (file_paused_since if job.paused else None),
         refused_at=state.refused_at if state else None,
+        paused_by=db_pause.paused_by if db_pause else ("job file" if job.paused else None),
     )
 
 
@@ -404,7 +431,7 @@ def status_many(
     now: datetime,
     last_n: int = DEFAULT_LAST,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> list[JobStatus]:
@@ -428,6 +455,8 @@ def status_many(
         conn, ids, now, [(_recent_limit(last_n), None), (_FINISHED_LIMIT, _FINISHED), (1, _DISPATCHED)]
     )
     active = h.active_runs_by_job(conn, ids)
+    # Pause events are few (two per pause), so one read per chunk of ids, as for the other tables.
+    pauses = h.events_by_job(conn, ids, _PAUSE_EVENTS, until=now)
     lease = _lease_view(conn, lease_name, now)
     last_term = h.latest_term(conn, lease_name)
     stranded = stranded_runs(conn, now)
@@ -447,6 +476,7 @@ def status_many(
             last_term=last_term,
             schedules=schedules,
             stranded=stranded.get(job.id),
+            file_paused_since=_file_paused_since(pauses[job.id], states.get(job.id)) if job.paused else None,
         )
         for job in items
     ]
@@ -458,7 +488,7 @@ def job_status(
     now: datetime,
     last_n: int = DEFAULT_LAST,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
@@ -471,7 +501,7 @@ def all_status(
     jobs: Mapping[str, Job] | Iterable[Job],
     now: datetime,
     *,
-    grace: float = CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = LEASE_NAME,
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""

@@ -629,7 +629,13 @@ class Worker:
         jobs = sorted(self._touched)
         try:
             with self.store.begin() as conn:
-                pruned = sql.prune(conn, jobs, self.settings.successful_history, self.settings.failed_history)
+                pruned = sql.prune(
+                    conn,
+                    jobs,
+                    self.settings.successful_history,
+                    self.settings.failed_history,
+                    self.settings.keep_missed,
+                )
         except StoreError as exc:
             log.warning("history pruning failed: %s", exc, extra={"event": "prune_failed"})
             self._next_prune = self.clock.monotonic() + self.settings.prune_interval

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from schedctl.errors import ZoneError
 
-__all__ = ["load_zone", "validate_zone"]
+__all__ = ["data_version", "load_zone", "validate_zone"]
 
 _HOST = {
     "localtime": "stands for the host's zone",
@@ -79,6 +79,15 @@ def _did_you_mean(name: str) -> str:
     same_case = [n for n in names if n.lower() == name.lower()]
     close = same_case or difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+@functools.cache
+def data_version() -> str:
+    """The IANA release of the zone data ``load_zone`` reads (the tzdata package's, e.g. ``2026f``): what
+    each lease term records, so a new leader can tell when its zone rules differ from its predecessor's."""
+    import tzdata  # type: ignore[import-untyped]
+
+    return str(tzdata.IANA_VERSION)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -51,11 +51,12 @@ def _unit(path: Path) -> configparser.RawConfigParser:
 
 @pytest.mark.parametrize("path", _files("*.toml"), ids=_id)
 def test_toml_examples_parse_and_job_files_load(path: Path) -> None:
-    data = tomllib.loads(path.read_text())
-    if "jobs" in data:
-        from schedctl.config import load_jobs
+    from schedctl.config import load_jobs
 
-        assert load_jobs(path)
+    data = tomllib.loads(path.read_text())
+    # Every TOML example is a job file: a misspelled top-level table must fail here, not be skipped.
+    assert set(data) == {"jobs"}, f"{_id(path)}: top-level tables {sorted(data)}, expected only [jobs]"
+    assert sorted(load_jobs(path)) == sorted(data["jobs"])
 
 
 @pytest.mark.parametrize("path", _files("*.yaml") + _files("*.yml"), ids=_id)

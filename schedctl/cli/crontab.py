@@ -208,6 +208,12 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
     "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."
 )
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
+@click.option(
+    "--user",
+    "user",
+    metavar="NAME",
+    help="System crontab: the user column for jobs that name no user (else such jobs make it fail).",
+)
 def export(
     paths: tuple[str, ...],
     jobs_path: str,
@@ -216,11 +222,14 @@ def export(
     timezone: str | None,
     output: str | None,
     force: bool,
+    user: str | None,
 ) -> None:
     """Write the job set (PATHS, default --jobs) back as a crontab, for rolling a migration back.
 
     For cronie, zones become CRON_TZ lines and jitter RANDOM_DELAY; Debian's cron has neither, so every job
-    must be in the --timezone given. Jobs cron cannot express are written as comments and reported here.
+    must be in the --timezone given. Jobs cron cannot express are written as comments and reported here. A
+    system crontab needs a user for every job: jobs without one take --user NAME, or the export fails naming
+    them (exit 1, nothing written).
     """
     from schedctl.config import load_jobs
     from schedctl.crondialect import DEBIAN, resolve
@@ -250,6 +259,7 @@ def export(
         {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt],
         chosen,
         timezone,
+        user=user,
     )
     for message in result.messages:
         click.echo(f"schedctl: warning: {message}", err=True)

@@ -78,6 +78,7 @@ def as_document(report: Any) -> dict[str, Any]:
             "end_reason": t.end_reason,
             "schedctl_version": t.schedctl_version,
             "tzdata_version": t.tzdata_version,
+            "catch_up_grace_seconds": t.catch_up_grace,
         }
         for t in report.terms
     ]

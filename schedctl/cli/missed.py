@@ -158,7 +158,11 @@ def iso(at: datetime | None) -> str | None:
 @instant_option(
     "--since", "First tick to look at (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago)."
 )
-@instant_option("--until", "Look at ticks before this time (default: now minus the 60 s catch-up grace).")
+@instant_option(
+    "--until",
+    "Look at ticks before this time (default: now minus the leader's catch-up grace). With JOB, the ticks "
+    "younger than the grace that have not run are listed as late, not missed.",
+)
 @click.option("--check", is_flag=True, help="Exit 1 when any tick was missed (for monitoring).")
 @jobs_option
 @db_option
@@ -175,8 +179,11 @@ def missed(
 ) -> None:
     """List the ticks of JOB that did not run, each with its reason; without JOB, a count per job.
 
-    The default window starts at the job's first dispatch (or its history mark), at most 7 days back, and
-    ends at now minus the catch-up grace: a younger tick is late, not missed. Times are UTC.
+    The default window starts when a scheduler first saw the job (or its first dispatch), at most 7 days
+    back, and ends at now minus the catch-up grace the current leader recorded (`serve --catch-up-grace`): a
+    younger tick is late, not missed. With --until past that, the younger ticks that have not run are listed
+    with reason `late` (queued and waiting for a worker, or no leader since T); --check ignores them. Missed
+    ticks stay listed for `serve --keep-missed` (7d), whatever the run history limits. Times are UTC.
     """
     from schedctl.cli._store import say_database
     from schedctl.missed import missed as find_missed
@@ -192,11 +199,12 @@ def missed(
         if fmt not in ("json", "jsonl"):
             say_database(store)
         if job_id:
-            ticks = find_missed(store, jobs[job_id], lo, hi, now)
+            ticks = find_missed(store, jobs[job_id], lo, hi, now, late=hi is not None)
             _show_ticks(job_id, ticks, fmt)
-            found = bool(ticks)
+            found = any(t.state == "missed" for t in ticks)
         else:
             counts = missed_counts(store, jobs, now, lo, hi)
+            _say_what_is_left_to_the_leader(store, hi, now, "not counted here (name a JOB to list them)")
             _show_counts(counts, fmt)
             found = any(c.count for c in counts)
     finally:
@@ -214,6 +222,7 @@ def tick_json(job_id: str, t: MissedTick) -> dict[str, Any]:
         "reason": t.reason_code,
         "reason_text": t.reason_text,
         "row_state": t.row_state,
+        "state": t.state,
     }
 
 
@@ -309,6 +318,7 @@ def replay(
     now = db_clock(store)
     try:
         plan = plan_replay(store, jobs.values(), lo, hi, now)
+        _say_what_is_left_to_the_leader(store, hi, now)
         if dry_run:
             _show_plan(plan)
         if len(plan.ticks) > max_n:
@@ -327,6 +337,30 @@ def replay(
     finally:
         store.dispose()
     _report(result.plan, result.dispatched, result.already)
+
+
+def _say_what_is_left_to_the_leader(
+    store: Store,
+    until: datetime | None,
+    now: datetime,
+    what: str = "the leader dispatches them, replay does not",
+) -> None:
+    """An --until past the grace counts or replays nothing younger than it: say so rather than stay silent."""
+    from datetime import timedelta
+
+    from schedctl.missed import current_grace
+
+    if until is None:
+        return
+    with store.connect() as conn:
+        grace = current_grace(conn)
+    cutoff = now - timedelta(seconds=grace)
+    if until > cutoff:
+        click.echo(
+            f"ticks after {utc_text(cutoff)} UTC are younger than the leader's catch-up grace ({grace:g}s): "
+            f"late, not missed; {what}",
+            err=True,
+        )
 
 
 def stdin_is_terminal() -> bool:

@@ -8,6 +8,7 @@ import click
 
 from schedctl.cli._options import db_option, jobs_option
 from schedctl.durations import parse_duration
+from schedctl.settings import DEFAULT_CATCH_UP_GRACE
 
 
 class Duration(click.ParamType):
@@ -77,9 +78,9 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
 @click.option(
     "--catch-up-grace",
     type=DURATION,
-    default="60s",
+    default=f"{DEFAULT_CATCH_UP_GRACE:g}s",
     show_default=True,
-    help="A tick younger than this is late, not missed: dispatched normally.",
+    help="A tick younger than this is late, not missed: dispatched normally (recorded with the lease term).",
 )
 @click.option(
     "--slots", type=click.IntRange(min=1), default=4, show_default=True, help="Runs executed at once."
@@ -130,6 +131,13 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     "--log-output",
     is_flag=True,
     help="Log each run's output tail (last 8 KiB) when it ends: job output in the serve log, for one machine.",
+)
+@click.option(
+    "--keep-missed",
+    type=DURATION,
+    default="7d",
+    show_default=True,
+    help="Keep skipped and missed ticks this long for `missed`/`replay`, whatever the history limits.",
 )
 @click.option(
     "--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here."
@@ -224,6 +232,7 @@ def _config(opts: dict[str, Any]) -> Any:
             role="all" if opts["role"] == "all" else "worker",
             log_output=opts["log_output"],
             smtp=smtp,
+            keep_missed=opts["keep_missed"],
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],

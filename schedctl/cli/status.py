@@ -114,6 +114,7 @@ def status_json(s: JobStatus, timeline: bool = True) -> dict[str, Any]:
         "concurrency": str(job.concurrency),
         "paused": job.paused or s.paused_at is not None,
         "paused_at": iso(s.paused_at),
+        "paused_by": s.paused_by,
         "refused_at": iso(s.refused_at),
         "next_fire": iso(s.next_fire),
         "missed_count": len(s.missed),
@@ -146,6 +147,16 @@ def _lease_text(s: JobStatus, now: datetime) -> str:
     return "none held, ever"
 
 
+def _next_text(s: JobStatus) -> str:
+    if s.paused_by == "job file":
+        since = f" since {utc_text(s.paused_at)} UTC" if s.paused_at else ""
+        return f"none: paused in its job file (paused = true){since}"
+    if s.paused_at is not None:
+        by = f" by {s.paused_by}" if s.paused_by else ""
+        return f"none: paused since {utc_text(s.paused_at)} UTC{by} (`schedctl resume {s.job.id}`)"
+    return f"{utc_text(s.next_fire)} UTC" if s.next_fire else "never"
+
+
 def _entry_cells(e: TimelineEntry) -> list[str]:
     duration = e.duration_seconds
     detail = e.reason_text or (e.reason or "")
@@ -172,7 +183,7 @@ def _show_one(s: JobStatus, fmt: str, now: datetime) -> None:
     described = f", {s.description}" if s.description and s.description != job.schedule else ""
     click.echo(f"  schedule:  {job.schedule} ({job.timezone}){described}")
     click.echo(f'  policy:    {policy}, concurrency = "{job.concurrency}"')
-    click.echo(f"  next:      {utc_text(s.next_fire)} UTC" if s.next_fire else "  next:      never")
+    click.echo(f"  next:      {_next_text(s)}")
     click.echo(f"  lease:     {_lease_text(s, now)}")
     if s.missed:
         click.echo(
@@ -199,7 +210,7 @@ def _show_all(every: list[JobStatus], fmt: str) -> None:
                 s.job.id,
                 f"{last.state} {utc_text(last.finished_at or last.scheduled_for)}" if last else "-",
                 str(last.exit_status) if last and last.exit_status is not None else "-",
-                utc_text(s.next_fire),
+                "paused" if s.paused else utc_text(s.next_fire),
                 str(len(s.missed)) if s.missed else "-",
                 s.verdict,
             ]

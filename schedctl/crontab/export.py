@@ -10,13 +10,14 @@ would not come back the same is reported: importing the export gives the jobs ba
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, replace
 from dataclasses import fields as job_fields
 
 from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.crontab.ids import derive_id
 from schedctl.crontab.parse import CONSUMED, SYSTEM, USER, Entry, looks_like_field, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin
+from schedctl.errors import SchedctlError, UsageError
 from schedctl.job import Job
 from schedctl.printable import escape_controls, has_controls
 
@@ -61,13 +62,34 @@ class _Writer:
 
 
 def export_crontab(
-    jobs: Sequence[Job], fmt: str | None = None, dialect: str = CRONIE, host_zone: str | None = None
+    jobs: Sequence[Job],
+    fmt: str | None = None,
+    dialect: str = CRONIE,
+    host_zone: str | None = None,
+    user: str | None = None,
 ) -> ExportResult:
     """``fmt``: "user", "system", or None (system when any job has a user, else user). ``dialect``: the cron
     that will read the file; for ``debian``, ``host_zone`` is its host's zone (Debian's cron has no CRON_TZ,
-    so a job in another zone cannot be written)."""
+    so a job in another zone cannot be written). ``user`` fills the user column of the jobs that name none;
+    without it a system crontab of such jobs is refused (SchedctlError naming them): a rollback file must
+    never drop a job silently."""
     ordered = sorted(jobs, key=_order)
     chosen = fmt or (SYSTEM if any(j.user for j in ordered) else USER)
+    if user is not None and chosen != SYSTEM:
+        raise UsageError("--user fills the user column of a system crontab; this export is a user crontab")
+    if user is not None and (not user.strip() or any(c.isspace() for c in user)):
+        raise UsageError(f"--user {user!r}: a user name is one word")
+    if chosen == SYSTEM and user is None:
+        userless = [j.id for j in ordered if not j.user]
+        if userless:
+            names = ", ".join(repr(i) for i in userless)
+            raise SchedctlError(
+                f"job{'s' if len(userless) > 1 else ''} {names} name{'' if len(userless) > 1 else 's'} no user, "
+                "and a system crontab needs one in its user column: nothing written; pass --user NAME to run "
+                "them as NAME, or export them apart with --format crontab-user"
+            )
+    if user is not None:
+        ordered = [j if j.user else replace(j, user=user) for j in ordered]
     result = ExportResult(text="", private=any(j.env or j.mailto for j in ordered))
     writer = _Writer(chosen, dialect, host_zone)
     writer.lines += _header(chosen, len(ordered), dialect, host_zone)
@@ -128,8 +150,6 @@ def _inexpressible(job: Job, fmt: str, writer: _Writer) -> str | None:
         return f"jitter of {job.jitter:g}s: cron's RANDOM_DELAY is whole minutes, up to 1440"
     if job.paused:
         return "paused"
-    if fmt == SYSTEM and not job.user:
-        return "no user, and a system crontab needs one in its user column"
     if schedule_for(job.schedule, job.timezone).has_seconds:
         return "a schedule with seconds: cron has none"
     for name in CONSUMED if not debian else ():

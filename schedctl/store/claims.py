@@ -32,6 +32,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from schedctl.job import Job, labels_key
+from schedctl.settings import DEFAULT_KEEP_MISSED
+from schedctl.store import missedrecord
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
 from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state
 
@@ -380,23 +382,33 @@ def _record_statement(kind: str, with_checkpoint: bool) -> Any:
     )
 
 
-def prune(conn: Connection, job_ids: Iterable[str], keep_succeeded: int, keep_failed: int) -> dict[str, int]:
+def prune(
+    conn: Connection,
+    job_ids: Iterable[str],
+    keep_succeeded: int,
+    keep_failed: int,
+    keep_missed: float = DEFAULT_KEEP_MISSED,
+) -> dict[str, int]:
     """Delete finished runs beyond the history limits; returns how many rows went, per job.
 
     ``history_start`` moves to just after the newest pruned tick, never to the oldest kept one: the limits
     are kept independently, so a kept old failure can sit before a pruned success, and `missed`/`replay`
-    must never see a pruned tick as a hole. Skipped rows before the mark go too: they only explain ticks
-    that `missed` no longer looks at.
+    must never see a pruned tick as a hole. Skipped rows and unrecorded ticks before the mark are folded into
+    ``missed_ranges`` first (see ``missedrecord``), kept ``keep_missed`` seconds whatever the limits say.
     """
     pruned: dict[str, int] = {}
-    for job_id in sorted(set(job_ids)):
-        count = _prune_job(conn, job_id, keep_succeeded, keep_failed)
+    ids = sorted(set(job_ids))
+    for job_id in ids:
+        count = _prune_job(conn, job_id, keep_succeeded, keep_failed, keep_missed)
         if count:
             pruned[job_id] = count
+    missedrecord.expire(conn, ids, keep_missed)
     return pruned
 
 
-def _prune_job(conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int) -> int:
+def _prune_job(
+    conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int, keep_missed: float
+) -> int:
     r = job_runs.c
     doomed: list[datetime] = []
     for states, keep in ((("succeeded",), keep_succeeded), (FAILED_STATES, keep_failed)):
@@ -410,7 +422,11 @@ def _prune_job(conn: Connection, job_id: str, keep_succeeded: int, keep_failed: 
     if not doomed:
         return 0
     mark = max(doomed) + timedelta(microseconds=1)
-    deleted = 0
+    skipped = conn.execute(
+        select(func.count()).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark)
+    ).scalar_one()
+    missedrecord.fold_before(conn, job_id, mark, doomed, keep_missed)
+    deleted = int(skipped)
     for start in range(0, len(doomed), 500):
         chunk = doomed[start : start + 500]
         result = conn.execute(
@@ -419,10 +435,6 @@ def _prune_job(conn: Connection, job_id: str, keep_succeeded: int, keep_failed: 
             )
         )
         deleted += result.rowcount or 0
-    result = conn.execute(
-        delete(job_runs).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark)
-    )
-    deleted += result.rowcount or 0
     _move_history_start(conn, job_id, mark, deleted)
     return deleted
 

@@ -50,6 +50,7 @@ class TermRecord:
     expires_at: datetime
     ended_at: datetime | None
     end_reason: str | None
+    catch_up_grace: float | None = None  # the grace its leader used; None: recorded before schema 0003
 
     @property
     def held_until(self) -> datetime:
@@ -69,6 +70,7 @@ class StateRecord:
     refused_at: datetime | None
     refused_detail: str | None
     history_start: datetime | None
+    paused_by: str | None = None  # user@host that ran `schedctl pause`
 
 
 @dataclass(frozen=True)
@@ -202,6 +204,7 @@ def _term(row: object) -> TermRecord:
         expires_at=m["expires_at"],
         ended_at=m["ended_at"],
         end_reason=m["end_reason"],
+        catch_up_grace=m["catch_up_grace"],
     )
 
 
@@ -213,6 +216,7 @@ _TERM_COLUMNS = (
     lease_terms.c.expires_at,
     lease_terms.c.ended_at,
     lease_terms.c.end_reason,
+    lease_terms.c.catch_up_grace,
 )
 
 
@@ -280,6 +284,7 @@ def _state(row: object) -> StateRecord:
         refused_at=m["refused_at"],
         refused_detail=m["refused_detail"],
         history_start=m["history_start"],
+        paused_by=m["paused_by"],
     )
 
 

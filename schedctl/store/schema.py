@@ -52,6 +52,8 @@ lease_terms = Table(
     Column("end_reason", String(32), nullable=True),
     Column("schedctl_version", String(32), nullable=False),
     Column("tzdata_version", String(32), nullable=False),
+    # The grace this leader split late from missed ticks by (NULL before 0003: the 60 s default then).
+    Column("catch_up_grace", Float, nullable=True),
 )
 
 # The per-tick record: one row per (job, tick) any leader decided about. The primary key is the whole
@@ -126,6 +128,7 @@ job_state = Table(
     Column("defined_at", UTCDateTime, nullable=False),  # first seen by a leader (or since schedule change)
     Column("last_dispatched", UTCDateTime, nullable=True),  # the last tick any leader decided about
     Column("paused_at", UTCDateTime, nullable=True),  # set by `schedctl pause`; holds until `resume`
+    Column("paused_by", String(255), nullable=True),  # user@host that ran `schedctl pause`
     Column("paused_by_file", Boolean, nullable=False, default=False),  # last seen `paused = true` in the file
     Column("refused_at", UTCDateTime, nullable=True),  # catch-up refused; dispatch stops until replay
     Column("refused_detail", Text, nullable=True),
@@ -167,6 +170,22 @@ workers = Table(
     Column("last_seen_at", UTCDateTime, nullable=False),
     Column("stopped_at", UTCDateTime, nullable=True),
     Column("stop_reason", Text, nullable=True),
+)
+
+# Missed ticks that outlive history pruning: a range stands for every fire of `schedule_key` in
+# [first_tick, last_tick] that did not run. `reason` NULL: the ticks had no row at all (`missed` explains them
+# from the lease history, pauses and refusals, as it did before pruning); else they were skipped for it.
+missed_ranges = Table(
+    "missed_ranges",
+    metadata,
+    Column("job_id", String(255), primary_key=True),
+    Column("first_tick", UTCDateTime, primary_key=True),
+    Column("last_tick", UTCDateTime, nullable=False),
+    Column("ticks", Integer, nullable=False),  # how many fires the range stands for
+    Column("reason", String(32), nullable=True),
+    Column("reason_detail", Text, nullable=True),
+    Column("schedule_key", String(512), nullable=False),  # the schedule the fires are counted by
+    Column("recorded_at", UTCDateTime, nullable=False),
 )
 
 # The run states the partial indexes above are for, as inline SQL literals rather than bound parameters: a

@@ -140,7 +140,7 @@ def test_leases_before_any_scheduler_ran(capsys, store):
 
 def test_leases_json_uses_kubernetes_lease_vocabulary(capsys, store):
     lease.acquire_or_renew(store, "cron", "host-a:1:aa", -1)
-    lease.acquire_or_renew(store, "cron", "host-b:2:bb", 15)
+    lease.acquire_or_renew(store, "cron", "host-b:2:bb", 15, catch_up_grace=300)
     code, out, _ = run(capsys, "leases", "--json", "--db", _url(store))
     doc = json.loads(out)
     assert code == 0
@@ -163,7 +163,10 @@ def test_leases_json_uses_kubernetes_lease_vocabulary(capsys, store):
         "end_reason",
         "schedctl_version",
         "tzdata_version",
+        "catch_up_grace_seconds",
     }
+    # Each leader records the grace it splits late from missed ticks by; the first one recorded none.
+    assert [t["catch_up_grace_seconds"] for t in doc["terms"]] == [300, None]
     line = run(capsys, "leases", "-o", "jsonl", "--db", _url(store))[1]
     assert line.count("\n") == 1 and json.loads(line)["term"] == 2
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -24,9 +25,19 @@ def test_command_loads_and_has_help(name: str) -> None:
     assert "Usage:" in result.output
 
 
+def documents(readme: str, name: str) -> bool:
+    """Whether the README shows ``schedctl NAME`` as a whole word: "schedctl runs" is no mention of `run`."""
+    return re.search(rf"(?<![\w-])schedctl {re.escape(name)}(?![\w-])", readme) is not None
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_command_is_documented_in_the_readme(name: str) -> None:
-    assert f"schedctl {name}" in README, f"README never shows `schedctl {name}`"
+    assert documents(README, name), f"README never shows `schedctl {name}`"
+
+
+def test_a_longer_command_is_no_mention_of_a_shorter_one() -> None:
+    assert not documents("see `schedctl runs` and schedctl run-all", "run")
+    assert documents("then `schedctl run billing`", "run") and documents("schedctl run\n", "run")
 
 
 def test_top_level_help_lists_every_command_and_the_exit_codes() -> None:

@@ -361,6 +361,43 @@ def test_export_reports_what_cron_cannot_express(capsys, tmp_path: Path) -> None
     )
 
 
+_MIXED_USERS = (
+    '[jobs.backup]\nschedule = "0 2 * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "/bin/backup"\n'
+    'user = "alice"\n'
+    '[jobs.rotate]\nschedule = "0 3 * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "/bin/rotate"\n'
+    '[jobs.prune]\nschedule = "0 4 * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "/bin/prune"\n'
+)
+
+
+def test_export_never_drops_a_job_without_a_user_silently(capsys, tmp_path: Path) -> None:
+    """One job names a user, so the export is a system crontab: the two without one fail it, by name, and
+    nothing is written (before: they became comments and the exit was 0)."""
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(_MIXED_USERS)
+    target = tmp_path / "rollback.cron"
+    code, out, err = run(capsys, "export", "--jobs", str(jobs), "-o", str(target))
+    assert code == 1 and out == "" and not target.exists()
+    assert "'rotate'" in err and "'prune'" in err and "name no user" in err and "--user NAME" in err
+    assert "'backup'" not in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback
+
+
+def test_export_user_fills_the_user_column_of_jobs_that_name_none(capsys, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.toml"
+    jobs.write_text(_MIXED_USERS)
+    code, out, err = run(capsys, "export", "--jobs", str(jobs), "--user", "root")
+    assert code == 0, err
+    lines = [line for line in out.splitlines() if line and not line.startswith(("#", "CRON_TZ"))]
+    assert sorted(lines) == [
+        "0 2 * * * alice /bin/backup",
+        "0 3 * * * root /bin/rotate",
+        "0 4 * * * root /bin/prune",
+    ]
+    assert err == ""  # every job reads back the same, with the user it was given
+    code, _, err = run(capsys, "export", "--jobs", str(jobs), "--user", "root", "--format", "crontab-user")
+    assert code == 2 and "--user fills the user column of a system crontab" in err
+
+
 def test_import_does_not_load_sqlalchemy(crontab: Path) -> None:
     code = (
         "import sys\nfrom schedctl.cli import main\n"

@@ -13,6 +13,7 @@ from sqlalchemy import func, insert, select
 
 from schedctl.cli import cli, main
 from schedctl.errors import JobNotFound
+from schedctl.jobcontrol import actor
 from schedctl.store import open_store
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.migrate import upgrade
@@ -129,7 +130,8 @@ def test_missed_json_fields(env):
     assert result.exit_code == 0, result.output
     items = json.loads(result.stdout)
     assert [i["scheduled_for"] for i in items] == [t.isoformat() for t in OUTAGE]
-    assert set(items[0]) == {"job_id", "scheduled_for", "reason", "reason_text", "row_state"}
+    assert set(items[0]) == {"job_id", "scheduled_for", "reason", "reason_text", "row_state", "state"}
+    assert {i["state"] for i in items} == {"missed"}
     assert items[0]["job_id"] == "billing" and items[0]["reason"] == "no_leader"
     assert items[0]["row_state"] is None
     assert items[0]["reason_text"].startswith("no scheduler held the lease from ")
@@ -245,6 +247,14 @@ def test_replay_dry_run_then_replay_then_nothing(env):
     assert count_rows(env) == before + 17
 
 
+def test_replay_says_it_leaves_the_ticks_inside_the_grace_to_the_leader(env):
+    dry = run(env, "replay", "billing", "--max", "100", "--until", "0s", "--dry-run")
+    assert dry.exit_code == 0, dry.output
+    assert "younger than the leader's catch-up grace (60s): late, not missed" in dry.stderr
+    inside = run(env, "replay", "billing", "--max", "100", "--until", BASE.isoformat(), "--dry-run")
+    assert "catch-up grace" not in inside.stderr
+
+
 def test_replay_asks_on_a_terminal(env, monkeypatch):
     monkeypatch.setattr("schedctl.cli.missed.stdin_is_terminal", lambda: True)
     result = run(env, "replay", "billing", "--max", "17", "--until", BASE.isoformat(), input="n\n")
@@ -280,12 +290,50 @@ def test_status_one_job_and_all_jobs(env):
     assert run(env, "status", "billing", "--check").exit_code == 1
 
 
+def test_an_until_past_the_leaders_grace_lists_the_younger_ticks_as_late(env):
+    """The leader recorded a 15-minute grace: the default window ends 15 minutes ago, and an explicit --until
+    now lists the ticks of the last 15 minutes (at least one on a 10-minute grid) as late, not as nothing."""
+    store = open_store(env["db"])
+    with store.begin() as conn:
+        conn.execute(lease_terms.update().values(catch_up_grace=900.0))
+    store.dispose()
+    default = json.loads(run(env, "missed", "billing", "--json").stdout)
+    assert default and all(i["state"] == "missed" for i in default)
+    cutoff = datetime.now(UTC) - timedelta(seconds=900)
+    assert all(datetime.fromisoformat(i["scheduled_for"]) < cutoff for i in default)
+    now = datetime.now(UTC)
+    items = json.loads(run(env, "missed", "billing", "--json", "--until", now.isoformat()).stdout)
+    late = [i for i in items if i["state"] == "late"]
+    assert late and [i for i in items if i["state"] == "missed"] == default
+    assert all(i["reason"] == "late" and i["row_state"] is None for i in late)
+    assert (
+        late[0]["reason_text"].startswith("no leader since ")
+        and "(term 1, host-b:4711)" in late[0]["reason_text"]
+    )
+    assert all(datetime.fromisoformat(i["scheduled_for"]) >= cutoff - timedelta(seconds=5) for i in late)
+    counts = run(env, "missed", "--until", now.isoformat())
+    assert "late, not missed; not counted here (name a JOB to list them)" in counts.stderr
+
+
+def test_missed_help_is_truthful_about_until():
+    text = " ".join(CliRunner().invoke(cli, ["missed", "--help"]).output.split())
+    assert "now minus the leader's catch-up grace" in text and "are listed as late, not missed" in text
+    assert "60 s" not in text
+
+
 def test_pause_and_resume(env):
     paused = run(env, "pause", "cache")
     assert paused.exit_code == 0 and "cache: paused" in paused.stdout
     assert "already paused" in run(env, "pause", "cache").stdout
     item = json.loads(run(env, "status", "cache", "--json").stdout)[0]
     assert item["verdict_code"] == "paused" and item["paused"] is True and item["warning"] is False
+    assert item["next_fire"] is None and item["paused_by"] == actor()
+    text = run(env, "status", "cache").stdout
+    assert f" by {actor()} (schedctl pause)" in text.splitlines()[0]
+    nxt = next(line for line in text.splitlines() if line.startswith("  next:"))
+    assert nxt.startswith("  next:      none: paused since ") and f"UTC by {actor()}" in nxt
+    row = next(line.split() for line in run(env, "status").stdout.splitlines() if "cache" in line.split())
+    assert row[row.index("cache") + 5] == "paused"  # JOB, LAST (state, date, time), EXIT, then NEXT
     resumed = run(env, "resume", "cache")
     assert resumed.exit_code == 0 and "cache: resumed" in resumed.stdout
     assert "was not paused" in run(env, "resume", "cache").stdout

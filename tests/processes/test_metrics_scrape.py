@@ -83,6 +83,12 @@ class Scrape:
                     return float(s.value)
         return None
 
+    def sample(self, sample: str, **labels: str) -> float:
+        """The value of a sample that must be exported (a family without it fails, never reads as 0)."""
+        value = self.value(sample, **labels)
+        assert value is not None, f"{sample}{labels or ''} has no sample"
+        return value
+
     def total(self, sample: str, **labels: str) -> float:
         return sum(
             float(s.value)
@@ -187,7 +193,7 @@ def test_serve_exports_every_metric_with_sensible_values(
     missing = [name for name in CONTRACT if name not in scrape.families]
     assert missing == [], f"not exported: {missing}"
     assert scrape.value("schedctl_leader") == 1
-    assert (scrape.value("schedctl_lease_term") or 0) >= 1
+    assert scrape.sample("schedctl_lease_term") >= 1
     assert scrape.total("schedctl_lease_renewals_total") >= 1
     assert scrape.total("schedctl_lease_renewal_failures_total") == 0
     assert scrape.total("schedctl_ticks_dispatched_total", job_id="tick") > 0
@@ -198,9 +204,11 @@ def test_serve_exports_every_metric_with_sensible_values(
     last_success = scrape.value("schedctl_last_success_timestamp_seconds", job_id="tick")
     assert last_success is not None and abs(time.time() - last_success) < 60
     assert scrape.value("schedctl_last_success_timestamp_seconds", job_id="broken") is None
-    assert 0 <= (scrape.value("schedctl_worker_active_runs") or 0) <= 4
-    assert (scrape.value("schedctl_queue_depth") or 0) >= 0
-    assert (scrape.value("schedctl_oldest_queued_age_seconds") or 0) >= 0
+    assert 0 <= scrape.sample("schedctl_worker_active_runs") <= 4
+    depth = scrape.sample("schedctl_queue_depth")
+    assert depth >= 0 and depth == int(depth)
+    age = scrape.sample("schedctl_oldest_queued_age_seconds")
+    assert 0 <= age < 60  # jobs every second with 4 slots: nothing waits for long
     assert scrape.value("process_resident_memory_bytes")
 
     assert _get(port, "/livez")[0] == 200

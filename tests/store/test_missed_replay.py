@@ -486,15 +486,22 @@ def test_pause_and_resume_are_recorded_and_explain_the_gap(store):
     j = job("report")
     with store.begin() as conn:
         seed_leader_all_day(conn)
-    first = pause(store, j, now=T(10, 2))
+    first = pause(store, j, now=T(10, 2), by="ops@bastion")
     assert first.changed and first.paused_at == T(10, 2)
-    assert not pause(store, j, now=T(10, 3)).changed
+    assert not pause(store, j, now=T(10, 3), by="someone@else").changed  # the first pause keeps its author
     st = job_status(store, j, now=T(10, 40))
     assert st.verdict_code == Verdict.PAUSED
-    assert st.verdict == "paused since 10:02 (schedctl pause); `schedctl resume report` resumes it"
+    assert (
+        st.verdict
+        == "paused since 10:02 by ops@bastion (schedctl pause); `schedctl resume report` resumes it"
+    )
+    # Nothing fires while paused: no "next" fire is promised; since when and by whom instead.
+    assert (st.next_fire, st.paused_at, st.paused_by) == (None, T(10, 2), "ops@bastion")
     assert {t.reason_code for t in missed(store, j, None, None, now=T(10, 40))} == {"paused"}
     resume(store, j, now=T(10, 45))
     assert not resume(store, j, now=T(10, 46)).changed
+    resumed = job_status(store, j, now=T(10, 47))
+    assert resumed.next_fire == T(10, 50) and resumed.paused_by is None
     with store.begin() as conn:
         state = conn.execute(
             select(job_state.c.paused_at, job_state.c.schedule_key, job_state.c.defined_at)
@@ -507,6 +514,46 @@ def test_pause_and_resume_are_recorded_and_explain_the_gap(store):
     ]
     texts = [t.reason_text for t in missed(store, j, None, None, now=T(11, 0, 30))]
     assert texts[0] == "the job was paused (schedctl pause) from 10:02:00 until 10:45:00"
+
+
+def test_a_job_file_pause_says_so_and_since_when_instead_of_a_next_fire(store):
+    j = job("filed", paused=True)
+    with store.begin() as conn:
+        seed_leader_all_day(conn)
+        add_state(conn, j, T(9, 0), T(9, 0), paused_by_file=True)
+        # What the scheduler journals when it first sees `paused = true` in the file.
+        conn.execute(insert(job_events).values(job_id=j.id, at=T(9, 31), kind="paused", detail="job file"))
+    for st in (job_status(store, j, now=T(10, 40)), all_status(store, [j], now=T(10, 40))[0]):
+        assert st.verdict_code == Verdict.PAUSED
+        assert st.verdict == "paused in its job file (paused = true) since 09:31"
+        assert (st.next_fire, st.paused_at, st.paused_by) == (None, T(9, 31), "job file")
+
+
+def test_pause_records_who_ran_it_by_default(store):
+    from schedctl.jobcontrol import actor
+
+    j = job("report")
+    pause(store, j, now=T(10, 2))
+    assert job_status(store, j, now=T(10, 3)).paused_by == actor() and "@" in actor()
+
+
+def test_status_keeps_every_note_of_a_healthy_job(store):
+    """Several active runs and a tick its policy skipped: the verdict says both (the second note used to
+    overwrite the first)."""
+    j = job("busy", concurrency=Concurrency.ALLOW)
+    with store.begin() as conn:
+        seed_leader_all_day(conn)
+        add_state(conn, j, T(9, 0), T(10, 40))
+        add_runs(conn, j, [T(9, 10), T(9, 20)])
+        add_runs(conn, j, [T(9, 30)], state="skipped", reason="catch_up_skip", reason_detail="dropped")
+        add_runs(conn, j, [T(9, 40), T(9, 50), T(10, 0), T(10, 10), T(10, 20)])
+        add_runs(conn, j, [T(10, 30), T(10, 40)], state="queued")
+    st = job_status(store, j, now=T(10, 45))
+    assert st.verdict_code == Verdict.HEALTHY
+    assert st.verdict == (
+        "healthy: last run succeeded at 10:20, next at 10:50; 2 runs queued or running, the oldest for 10:30; "
+        "1 ticks not run by the job's policy (catch_up_skip; `schedctl missed busy`)"
+    )
 
 
 def test_pause_set_in_the_database_holds_whatever_the_file_says(store):

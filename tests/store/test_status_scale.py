@@ -294,7 +294,9 @@ def test_statements_do_not_grow_with_the_jobs(store):
         counts[label] = (status_count.count, missed_count.count)
     assert counts["many"] == counts["few"], counts
     # The per-job path read ~13 and ~6 statements per job; a constant handful now, whatever the number of jobs.
-    assert counts["many"][0] <= 14 and counts["many"][1] <= 8, counts
+    # (+2 each since the latest leader's grace and the lasting record of missed ticks are read too, and +1
+    # for status: the pause events that say since when a job file's `paused = true` holds.)
+    assert counts["many"][0] <= 17 and counts["many"][1] <= 10, counts
 
 
 def test_a_replay_plan_reads_in_bulk_and_lists_what_missed_lists(store):

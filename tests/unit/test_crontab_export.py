@@ -15,6 +15,7 @@ from schedctl.crontab.diagnostics import render
 from schedctl.crontab.export import export_crontab
 from schedctl.crontab.parse import SYSTEM, USER, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin, split_percent, stdin_as_cron_writes
+from schedctl.errors import SchedctlError
 from schedctl.job import CatchUp, DstGap, DstPolicy, Job
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
@@ -125,11 +126,12 @@ def test_jobs_cron_cannot_express_become_comments_and_are_reported(
     assert parse_crontab(result.text, "out", USER).entries == []
 
 
-def test_system_export_comments_out_jobs_without_a_user() -> None:
-    result = export_crontab([job(id="a", command="/bin/a", user="root"), job(id="b", command="/bin/b")])
-    assert result.messages == [
-        "job 'b' written as a comment: no user, and a system crontab needs one in its user column"
-    ]
+def test_system_export_refuses_jobs_without_a_user_unless_given_one() -> None:
+    jobs = [job(id="a", command="/bin/a", user="root"), job(id="b", command="/bin/b")]
+    with pytest.raises(SchedctlError, match=r"^job 'b' names no user, and a system crontab needs one"):
+        export_crontab(jobs)
+    result = export_crontab(jobs, user="nobody")
+    assert result.text.splitlines()[-1] == "0 1 * * * nobody /bin/b" and result.messages == []
 
 
 def test_argv_commands_are_quoted_for_the_shell() -> None:

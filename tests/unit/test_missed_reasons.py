@@ -17,15 +17,15 @@ from schedctl.missed import (
 )
 from schedctl.store.history import EventRecord, StateRecord, TermRecord
 
-GRACE = timedelta(seconds=60)
-
 
 def T(hour: int, minute: int, second: int = 0, day: int = 1) -> datetime:
     return datetime(2026, 3, day, hour, minute, second, tzinfo=UTC)
 
 
-def term(n: int, holder: str, acquired: datetime, expires: datetime, ended=None, reason=None) -> TermRecord:
-    return TermRecord(n, holder, acquired, expires - timedelta(seconds=15), expires, ended, reason)
+def term(
+    n: int, holder: str, acquired: datetime, expires: datetime, ended=None, reason=None, grace=None
+) -> TermRecord:
+    return TermRecord(n, holder, acquired, expires - timedelta(seconds=15), expires, ended, reason, grace)
 
 
 # Term 7 lapsed at 13:02:11 and was marked ended only when term 8 took over at 16:40:03.
@@ -49,7 +49,7 @@ TERMS = [
     ],
 )
 def test_holder_near_a_tick(tick, holder):
-    got = LeaseTimeline(TERMS, now=T(16, 45)).holder_near(tick, GRACE)
+    got = LeaseTimeline(TERMS, now=T(16, 45)).holder_near(tick)
     assert (got.term if got else None) == holder
 
 
@@ -118,6 +118,21 @@ def test_pause_intervals_per_source():
     ]
 
 
+@pytest.mark.parametrize(
+    ("grace", "tick", "holder"),
+    [
+        (300.0, T(16, 36), 8),  # term 8's leader dispatches a 4 min old tick late under a 300 s grace
+        (300.0, T(16, 34), None),
+        (5.0, T(16, 39, 30), None),  # 33 s before term 8 came: missed under its 5 s grace
+        (5.0, T(16, 40), 8),
+    ],
+)
+def test_each_term_is_judged_by_the_grace_its_leader_recorded(grace, tick, holder):
+    terms = [*TERMS[:2], term(8, "host-a:99", T(16, 40, 3), T(16, 45, 10), grace=grace)]
+    got = LeaseTimeline(terms, now=T(16, 45)).holder_near(tick)
+    assert (got.term if got else None) == holder
+
+
 def test_paused_at_without_an_event_is_an_open_pause():
     got = [(p.start, p.end) for p in pause_intervals([], state(paused_at=T(8, 0)))]
     assert got == [(T(8, 0), None)]
@@ -129,18 +144,21 @@ def test_default_window():
     assert (w.after, w.until) == (T(9, 0, day=8), T(16, 44, day=9))
     old = default_window(state(defined_at=T(9, 0, day=1)), None, now)
     assert old.after == now - timedelta(days=7)
+    # The history mark no longer narrows the window: before it, the lasting record of missed ticks speaks.
     marked = default_window(state(defined_at=T(9, 0, day=8), history_start=T(12, 0, day=8)), None, now)
-    assert marked.after == T(12, 0, day=8) - timedelta(microseconds=1)  # the marked tick itself counts
+    assert marked.after == T(9, 0, day=8)
     first_dispatch_only = default_window(None, T(10, 0, day=9), now)
     assert first_dispatch_only.after == T(10, 0, day=9) - timedelta(microseconds=1)
     never_seen = default_window(None, None, now)
     assert never_seen.after == never_seen.until
 
 
-def test_a_user_window_never_crosses_the_history_mark_or_the_grace():
+def test_a_user_window_never_crosses_the_grace():
     now = T(16, 45)
     w = resolve_window(state(history_start=T(12, 0)), None, T(9, 0), T(23, 0), now)
-    assert (w.after, w.until) == (T(12, 0) - timedelta(microseconds=1), T(16, 44))
+    assert (w.after, w.until) == (T(9, 0) - timedelta(microseconds=1), T(16, 44))
+    w = resolve_window(state(), None, T(9, 0), T(23, 0), now, grace=300)
+    assert w.until == T(16, 40)
     w = resolve_window(state(defined_at=T(10, 0)), None, T(9, 0), None, now)
     assert w.after == T(9, 0) - timedelta(microseconds=1)  # before definition: asked for, so shown
 

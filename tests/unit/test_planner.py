@@ -97,7 +97,7 @@ def test_all_refuses_beyond_max_catch_up_and_queues_nothing() -> None:
     p = plan(job(CatchUp.ALL, "0 * * * *", max_catch_up=3), last=T0, now=T0 + timedelta(hours=4, minutes=30))
     assert rows(p) == [(f"{h}:00:00", "skipped", "catch_up_refused") for h in (11, 12, 13, 14)]
     assert p.refused is not None and "4 missed ticks exceed max_catch_up = 3" in p.refused
-    assert "schedctl replay j" in p.refused
+    assert "Run `schedctl replay j --max 4` to dispatch them" in p.refused  # --max is required
     assert p.last_dispatched == datetime(2026, 3, 2, 14, tzinfo=UTC)
 
 
@@ -113,6 +113,13 @@ def test_all_with_a_bound_above_the_row_cap_enumerates_forward() -> None:
     assert p.ticks[0].scheduled_for == T0 + timedelta(seconds=1)
     refused = plan(job(CatchUp.ALL, "* * * * * *", max_catch_up=1500), last=T0, now=T0 + timedelta(hours=1))
     assert refused.refused is not None and "more than 1500" in refused.refused
+    # Beyond the 1000 rows it writes, the planner counts the whole backlog for the command: 3600 ticks.
+    assert "Run `schedctl replay j --max 3600` to dispatch them" in refused.refused
+
+
+def test_a_backlog_too_long_to_count_still_names_a_command_that_works() -> None:
+    p = plan(job(CatchUp.ALL, "* * * * * *"), last=T0, now=T0 + timedelta(days=3))
+    assert p.refused is not None and "--max COUNT" in p.refused and "`schedctl missed j`" in p.refused
 
 
 def test_a_long_outage_writes_at_most_the_newest_thousand_rows_quickly() -> None:

@@ -41,3 +41,15 @@ def test_jobs_naming_a_user_without_run_as_job_user_get_one_info_line(
         warn_job_users(jobs, run_as_job_user=True)
     lines = [r.getMessage() for r in caplog.records if getattr(r, "event", "") == "job_user_ignored"]
     assert len(lines) == 1 and lines[0].startswith("2 job(s) name a user (a, b)")
+
+
+def test_serve_passes_keep_missed_and_the_grace_on_to_the_loops() -> None:
+    from schedctl.cli.serve import _config, serve
+    from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_KEEP_MISSED
+
+    ctx = serve.make_context("serve", ["--keep-missed", "2d", "--catch-up-grace", "5s"])
+    config = _config(ctx.params)
+    assert config.worker.keep_missed == 2 * 86400 and config.scheduler.catch_up_grace == 5
+    defaults = _config(serve.make_context("serve", []).params)
+    assert defaults.worker.keep_missed == DEFAULT_KEEP_MISSED == 7 * 86400
+    assert defaults.scheduler.catch_up_grace == DEFAULT_CATCH_UP_GRACE == 60

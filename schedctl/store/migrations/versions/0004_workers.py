@@ -1,7 +1,7 @@
 """The worker registry (`workers`) and when a running run last saved its checkpoint (`checkpoint_at`).
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-12-01
 
 Before: an idle worker was invisible and a dead one noticed only when one of its runs went stale. After:
@@ -18,7 +18,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
 
 revision = "0004"
-down_revision = "0002"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

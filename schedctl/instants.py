@@ -1,0 +1,40 @@
+"""Instants as schedctl prints and reads them: UTC clock text, RFC 3339, and what an operator types for a
+time (an ISO timestamp or a duration ago)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from schedctl.durations import parse_duration
+
+
+def clock_text(at: datetime, ref: datetime) -> str:
+    """``13:02:11`` when on the same UTC day as ``ref``, else ``2026-03-01 13:02:11`` (always UTC)."""
+    at = at.astimezone(UTC)
+    if at.date() == ref.astimezone(UTC).date():
+        return at.strftime("%H:%M:%S")
+    return at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def rfc3339(at: datetime) -> str:
+    """RFC 3339 with the offset written out (``+00:00``), as every ``--json`` in schedctl."""
+    return at.astimezone(UTC).isoformat()
+
+
+_AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
+
+
+def parse_instant(text: str, now: datetime) -> datetime:
+    """An instant as an operator types it: RFC 3339 / ISO 8601 (no offset means UTC) or a duration ago
+    (``6h``, ``2d``, ``90m ago``). Raises ValueError with a message fit for a usage error."""
+    value = text.strip()
+    if _AGO.match(value):
+        return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
+        ) from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -1,0 +1,146 @@
+"""One catch-up grace for every reader (issue 13, part 4), on every backend, with an injected clock.
+
+The leader records the grace it splits late from missed ticks by with its term (`serve --catch-up-grace`);
+`missed`, `status` and `replay` judge each tick by the grace of the leader of its time, and the window ends at
+now minus the latest leader's grace. A job fires every minute; its leader (term 1) lapsed at 12:10:30 after
+the 12:10 run, and, unless a test adds one, no leader came since.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import insert
+
+from schedctl.job import CatchUp, Job
+from schedctl.missed import missed
+from schedctl.replay import plan_replay
+from schedctl.status import job_status
+from schedctl.store.dialect import insert_ignore
+from schedctl.store.schema import job_runs, job_state, lease_terms, scheduler_lease
+
+MINUTELY = Job(id="minutely", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.ALL, command="true")
+
+
+def T(hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(2026, 3, 1, hour, minute, second, tzinfo=UTC)
+
+
+def _row(t: datetime, state: str = "succeeded") -> dict:
+    row = dict(
+        job_id=MINUTELY.id,
+        scheduled_for=t,
+        state=state,
+        manual=False,
+        term=1,
+        attempt=1 if state != "queued" else 0,
+        failures=0,
+        queued_at=t,
+        snapshot=MINUTELY.snapshot(),
+        labels_key="",
+        concurrency="forbid",
+    )
+    if state == "succeeded":
+        row.update(started_at=t, finished_at=t + timedelta(seconds=1), exit_status=0)
+    return row
+
+
+def _term(conn, term: int, acquired: datetime, expires: datetime, grace: float | None, ended=None) -> None:
+    conn.execute(
+        insert(lease_terms).values(
+            name="cron",
+            term=term,
+            holder=f"host-{term}:1:aa",
+            acquired_at=acquired,
+            renewed_at=expires - timedelta(seconds=15),
+            expires_at=expires,
+            ended_at=ended,
+            end_reason="expired" if ended else None,
+            schedctl_version="0.1.0",
+            tzdata_version="tzdata 2026f",
+            catch_up_grace=grace,
+        )
+    )
+    conn.execute(scheduler_lease.delete())
+    conn.execute(
+        insert(scheduler_lease).values(
+            name="cron",
+            holder=f"host-{term}:1:aa",
+            term=term,
+            acquired_at=acquired,
+            renewed_at=expires - timedelta(seconds=15),
+            expires_at=expires,
+        )
+    )
+
+
+def seed(store, grace: float | None) -> None:
+    with store.begin() as conn:
+        conn.execute(
+            insert(job_state).values(
+                job_id=MINUTELY.id,
+                schedule_key=MINUTELY.schedule_key,
+                defined_at=T(12, 0),
+                last_dispatched=T(12, 10),
+                paused_by_file=False,
+                updated_at=T(12, 10),
+            )
+        )
+        insert_ignore(conn, job_runs, [_row(T(12, m)) for m in range(1, 11)])
+        _term(conn, 1, T(11, 55), T(12, 10, 30), grace)
+
+
+def readers(store, now: datetime) -> tuple[list[datetime], list[datetime], list[datetime]]:
+    """The ticks `missed`, `status` and `replay` each call missed."""
+    by_missed = [t.scheduled_for for t in missed(store, MINUTELY, None, None, now)]
+    by_status = [t.scheduled_for for t in job_status(store, MINUTELY, now).missed]
+    by_replay = [t.scheduled_for for t in plan_replay(store, [MINUTELY], None, None, now).ticks]
+    return by_missed, by_status, by_replay
+
+
+@pytest.mark.parametrize(
+    ("grace", "expected"),
+    [
+        # A 300 s leader would still dispatch 12:11 .. 12:13 late at 12:14: none is missed yet.
+        (300.0, []),
+        # The terms recorded before schema 0003 (no grace): the 60 s default of that time.
+        (None, [T(12, 11), T(12, 12)]),
+        # A 5 s leader: every tick older than 5 s is missed; a 60 s reader hid 12:13 for a minute.
+        (5.0, [T(12, 11), T(12, 12), T(12, 13)]),
+    ],
+)
+def test_every_reader_uses_the_grace_the_leader_recorded(store, grace, expected):
+    seed(store, grace)
+    now = T(12, 14)
+    assert readers(store, now) == (expected, expected, expected)
+
+
+def test_a_tick_a_long_grace_leader_dispatched_late_is_not_missed_by_the_leader_before(store):
+    """Term 2 arrived at 12:14:30 with a 300 s grace: 12:11 .. 12:14 were late for it, not missed, although
+    no leader held the lease at their time; it queued them, and they wait for a worker."""
+    seed(store, 60.0)
+    with store.begin() as conn:
+        _term(conn, 2, T(12, 14, 30), T(12, 30), 300.0)
+        insert_ignore(conn, job_runs, [_row(T(12, m), "queued") for m in range(11, 15)])
+    now = T(12, 14, 40)
+    assert readers(store, now) == ([], [], [])
+    ticks = missed(store, MINUTELY, T(12, 1), now, now, late=True)
+    assert [(t.scheduled_for, t.state, t.row_state) for t in ticks] == [
+        (T(12, m), "late", "queued") for m in range(11, 15)
+    ]
+    assert ticks[0].reason_code == "late"
+    assert ticks[0].reason_text == "queued at 12:11:00, waiting for a worker"
+
+
+def test_an_until_past_the_grace_lists_the_younger_ticks_as_late_with_no_leader_since(store):
+    seed(store, 300.0)
+    now = T(12, 14, 10)
+    assert missed(store, MINUTELY, None, now, now) == []  # without late=True: the old window, nothing
+    ticks = missed(store, MINUTELY, None, now, now, late=True)
+    assert [(t.scheduled_for, t.state, t.reason_code) for t in ticks] == [
+        (T(12, m), "late", "late") for m in (11, 12, 13, 14)
+    ]
+    assert ticks[0].reason_text.startswith("no leader since 12:10:30 (term 1, host-1:1:aa)")
+    # An --until inside the grace changes nothing about what is missed.
+    assert [t.state for t in missed(store, MINUTELY, None, T(12, 9), now, late=True)] == []
