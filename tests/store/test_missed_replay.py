@@ -19,6 +19,7 @@ from schedctl.jobcontrol import pause, resume
 from schedctl.missed import missed, missed_counts
 from schedctl.replay import plan_replay, replay
 from schedctl.status import Verdict, all_status, job_status
+from schedctl.store import workers
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
 
@@ -548,6 +549,8 @@ def test_status_keeps_every_note_of_a_healthy_job(store):
         add_runs(conn, j, [T(9, 30)], state="skipped", reason="catch_up_skip", reason_detail="dropped")
         add_runs(conn, j, [T(9, 40), T(9, 50), T(10, 0), T(10, 10), T(10, 20)])
         add_runs(conn, j, [T(10, 30), T(10, 40)], state="queued")
+        # An alive worker (seen at the database's now, after T): the queued runs wait for it, not stranded.
+        workers.register(conn, workers.Registration("w1", "worker", "h", 1, "0.1.0", "x", {}, 4, 1.0, 60.0))
     st = job_status(store, j, now=T(10, 45))
     assert st.verdict_code == Verdict.HEALTHY
     assert st.verdict == (
