@@ -226,8 +226,9 @@ def open_store(url: str | URL = DEFAULT_URL, bounds: Bounds | None = None, **eng
         _configure_sqlite(engine)
     else:
         if backend in ("mysql", "mariadb"):
-            _configure_mysql_session(engine, bounds)
-        urls.guard_driver_errors(engine)
+            _configure_mysql_session(engine, bounds)  # its own do_connect, guarded the same way
+        else:
+            urls.guard_driver_errors(engine)
         _ping_when_idle(engine)
     store = Store(engine)
     store.bounds = bounds
@@ -247,7 +248,9 @@ def _configure_mysql_session(engine: Engine, bounds: Bounds) -> None:
         read = cparams.get("read_timeout")
         connect = cparams.get("connect_timeout") or bounds.connect
         cparams = {**cparams, "read_timeout": min(read, connect) if read else connect}
-        connection = dialect.loaded_dbapi.connect(*cargs, **cparams)
+        connection = urls.connect_guarded(
+            engine, dialect, lambda: dialect.loaded_dbapi.connect(*cargs, **cparams)
+        )
         if hasattr(connection, "_read_timeout"):
             connection._read_timeout = read
         return connection

@@ -10,6 +10,7 @@ as the host, and printed). Shown URLs mask the password and every credential-loo
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,25 +96,30 @@ def check_connect_args(engine: Engine) -> None:
 def guard_driver_errors(engine: Engine) -> None:
     """What a driver raises outside its own error classes while connecting (PyMySQL: a ValueError for a bad
     ``?local_infile=``, FileNotFoundError for a missing ``?ssl_ca=``) becomes one line instead of a traceback.
-    A missing or unreadable file is permanent (StoreError); another OS error may pass (StoreUnavailable)."""
+    A missing or unreadable file is permanent (StoreError); another OS error may pass (StoreUnavailable).
+    For a backend that has its own ``do_connect`` listener, that listener calls ``connect_guarded`` instead:
+    the first listener to return a connection is the only one SQLAlchemy runs."""
     from sqlalchemy import event
-
-    from schedctl.errors import StoreUnavailable
 
     @event.listens_for(engine, "do_connect")
     def _connect(dialect: Any, _record: Any, cargs: Any, cparams: Any) -> Any:
-        try:
-            return dialect.connect(*cargs, **cparams)
-        except dialect.loaded_dbapi.Error:
-            raise
-        except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
-            where = exc.filename or "a file named in the URL's query"
-            raise StoreError(f"cannot connect with {masked(engine.url)}: {exc.strerror}: {where}") from None
-        except OSError as exc:
-            raise StoreUnavailable(
-                f"cannot reach {masked(engine.url)}: {scrub(str(exc), engine.url)}"
-            ) from None
-        except (TypeError, ValueError, AttributeError, LookupError) as exc:
-            raise StoreError(
-                f"{masked(engine.url)}: the driver refused an option: {scrub(str(exc), engine.url)}"
-            ) from None
+        return connect_guarded(engine, dialect, lambda: dialect.connect(*cargs, **cparams))
+
+
+def connect_guarded(engine: Engine, dialect: Any, connect: Callable[[], Any]) -> Any:
+    """``connect()``, with the driver's stray exceptions turned into one-line StoreErrors (see above)."""
+    from schedctl.errors import StoreUnavailable
+
+    try:
+        return connect()
+    except dialect.loaded_dbapi.Error:
+        raise
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        where = exc.filename or "a file named in the URL's query"
+        raise StoreError(f"cannot connect with {masked(engine.url)}: {exc.strerror}: {where}") from None
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot reach {masked(engine.url)}: {scrub(str(exc), engine.url)}") from None
+    except (TypeError, ValueError, AttributeError, LookupError) as exc:
+        raise StoreError(
+            f"{masked(engine.url)}: the driver refused an option: {scrub(str(exc), engine.url)}"
+        ) from None

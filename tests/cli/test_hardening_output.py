@@ -22,7 +22,8 @@ TITLE = "\x1b]0;pwned\x07"
 
 
 def schedctl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    # conftest's SCHEDCTL_OS_RELEASE stays: it pins the cron dialect that `import`/`export` read as `auto`.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_") or k == "SCHEDCTL_OS_RELEASE"}
     return subprocess.run(
         [sys.executable, "-m", "schedctl", *args],
         capture_output=True,
