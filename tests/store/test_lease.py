@@ -88,7 +88,7 @@ def test_a_live_lease_is_not_taken_and_the_loser_learns_who_holds_it(store):
 
 
 def test_expiry_lets_another_win_the_next_term_and_history_records_it(store):
-    held = lease.acquire_or_renew(store, NAME, "a", 1.0)
+    held = lease.acquire_or_renew(store, NAME, "a", 2.0)  # margin: b's first attempt comes within 2 s
     assert not lease.acquire_or_renew(store, NAME, "b", 30).held
     _wait_until_lapsed(store, held.expires_at)
     taken = lease.acquire_or_renew(store, NAME, "b", 30)
@@ -208,10 +208,12 @@ def test_fence_rejects_a_lapsed_lease_nobody_took_yet(store):
 
 def test_a_takeover_waits_for_the_fenced_dispatch_to_commit(store):
     """The shared lock fence() takes means no one acquires the lease in the middle of a dispatch."""
-    mine = lease.acquire_or_renew(store, NAME, "a", 1.0)
     other = open_store(_url(store))
-    lease.db_time(other)
+    lease.db_time(other)  # connected before the lease starts: only the fence's BEGIN lies in between
     taken: list[lease.LeaseResult] = []
+    # Margin: the fence must come within 2 s of the acquisition (one BEGIN and one SELECT); 1 s was seen
+    # to run out on a loaded 2-core machine when a connection set-up still lay in between.
+    mine = lease.acquire_or_renew(store, NAME, "a", 2.0)
     with store.begin() as conn:
         lease.fence(conn, NAME, "a", mine.term)
         _wait_until_lapsed(store, mine.expires_at, conn)  # while the dispatch transaction is still open
