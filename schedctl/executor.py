@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,17 @@ log = logging.getLogger("schedctl.executor")
 DEFAULT_PATH = "/usr/bin:/bin"  # cron's default PATH
 DEFAULT_SHELL = "/bin/sh"  # cron runs commands with /bin/sh unless the crontab sets SHELL
 PIPE_HELD_GRACE = 1.0  # seconds a finished job's leftover children may keep its output pipe open
+
+
+class StopReason(StrEnum):
+    """Why a worker stopped a run's process (``Execution.stop_reason``); the worker maps it to the run's end."""
+
+    TIMEOUT = "timeout"  # still running at its deadline: the run ends timed_out
+    CANCELLED = "cancelled"  # `schedctl cancel` or a `replace` successor asked: the run ends cancelled
+    LOST = "lost"  # the worker's claim was fenced (another attempt owns the row): nothing is written
+    SHUTDOWN = "shutdown"  # the worker is stopping at once: the run is released to be claimed again
+
+
 _READ_CHUNK = 65536
 _PIPE_BUFFER = 65536  # Linux's default pipe capacity
 
@@ -180,7 +192,7 @@ class Execution:
         self._monotonic = monotonic
         self.started = monotonic()
         self.deadline = None if timeout is None else self.started + float(timeout)
-        self.stop_reason: str | None = None  # "timeout" | "cancelled" | "lost" | "shutdown"
+        self.stop_reason: StopReason | None = None
         self.kill_at: float | None = None
         self.killed = False
         self.start_error: str | None = None
@@ -334,10 +346,10 @@ class Execution:
         return self._monotonic() - self.started
 
     # -- signals -------------------------------------------------------------------------------------------
-    def stop(self, reason: str, grace: float | None = None) -> None:
+    def stop(self, reason: StopReason | str, grace: float | None = None) -> None:
         """SIGTERM to the process group now; SIGKILL when the grace period is over."""
         if self.stop_reason is None:
-            self.stop_reason = reason
+            self.stop_reason = StopReason(reason)  # a str from callers not yet on the enum (worker.py)
         if self.kill_at is not None or self.done():
             return
         self.kill_at = self._monotonic() + (self.grace_period if grace is None else grace)
@@ -352,7 +364,7 @@ class Execution:
         now = self._monotonic()
         if self.deadline is not None and now >= self.deadline and self.stop_reason is None:
             log.warning("run timed out", extra={"event": "run_timeout", **self.run.log_extra})
-            self.stop("timeout")
+            self.stop(StopReason.TIMEOUT)
         if self.kill_at is not None and now >= self.kill_at and not self.killed:
             self.kill()
 

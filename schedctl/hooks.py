@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from schedctl.executor import RunIdentity, account_for, command_argv, job_environment
+from schedctl.job import RunState
 
 log = logging.getLogger("schedctl.hooks")
 
@@ -28,7 +29,11 @@ HOOK_OUTPUT_TAIL = 2048
 OUTPUT_TAIL_ENV_LIMIT = 8192  # what a hook sees of the run's output, in SCHEDCTL_OUTPUT_TAIL
 
 # The run states each hook is for: a timeout is a failure to whoever relied on cron's mail.
-HOOK_FOR_STATE = {"failed": "on_failure", "timed_out": "on_failure", "succeeded": "on_success"}
+HOOK_FOR_STATE: dict[str, str] = {
+    RunState.FAILED: "on_failure",
+    RunState.TIMED_OUT: "on_failure",
+    RunState.SUCCEEDED: "on_success",
+}
 
 
 @dataclass

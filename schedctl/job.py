@@ -67,6 +67,35 @@ class SkipReason(StrEnum):
     )
 
 
+class EventKind(StrEnum):
+    """``job_events.kind``: what happened to a job besides its runs (``missed`` and ``status`` read the journal)."""
+
+    DEFINED = "defined"  # first seen by a leader (or by `schedctl pause`); detail: its schedule key
+    SCHEDULE_CHANGED = (
+        "schedule_changed"  # its schedule key changed; ticks count from here; detail: "old -> new"
+    )
+    PAUSED = "paused"  # a pause began; detail: its PauseSource
+    RESUMED = "resumed"  # a pause ended; detail: its PauseSource
+    REPLAYED = "replayed"  # `schedctl replay` queued ticks again; detail: which
+    PRUNED = "pruned"  # old runs were deleted; history (and what `missed` may report) starts later
+
+
+class PauseSource(StrEnum):
+    """Who paused a job: ``job_events.detail`` of a pause/resume, and ``paused_by`` for the job file's flag."""
+
+    COMMAND = (
+        "schedctl pause"  # `schedctl pause` (job_state.paused_by holds its user@host); lifted by `resume`
+    )
+    JOB_FILE = "job file"  # `paused = true` in the job file; lifted only by editing the file
+
+
+class LeaseEndReason(StrEnum):
+    """``lease_terms.end_reason``: how a term of the scheduler lease ended (NULL while it lasts)."""
+
+    RELEASED = "released"  # its holder gave it up on a clean shutdown
+    EXPIRED = "expired"  # its holder stopped renewing it; the next acquirer closed it at its expiry
+
+
 class MailOn(StrEnum):
     """When a worker mails a run's output to ``mailto`` (what replaces cron's mail)."""
 

@@ -14,15 +14,13 @@ from datetime import datetime
 from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Job
+from schedctl.job import EventKind, Job, PauseSource
 from schedctl.store import Store
 from schedctl.store import history as h
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.schema import job_events, job_state
 
 log = logging.getLogger("schedctl.jobcontrol")
-
-SOURCE = "schedctl pause"  # job_events.detail for pauses made here ("job file" for the file's flag)
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,7 @@ def pause(store: Store, job: Job, now: datetime, by: str | None = None) -> Pause
             .values(paused_at=now, paused_by=by or actor(), updated_at=now)
         ).rowcount
         if changed:
-            _event(conn, job.id, "paused", now)
+            _event(conn, job.id, EventKind.PAUSED, now)
         state = h.job_state_of(conn, job.id)
     assert state is not None
     if changed:
@@ -75,7 +73,7 @@ def resume(store: Store, job: Job, now: datetime) -> PauseResult:
             .values(paused_at=None, paused_by=None, updated_at=now)
         ).rowcount
         if changed:
-            _event(conn, job.id, "resumed", now)
+            _event(conn, job.id, EventKind.RESUMED, now)
     if changed:
         log.info("resumed %s", job.id, extra={"event": "job_resumed", "job_id": job.id})
     return PauseResult(job.id, bool(changed), None, job.paused)
@@ -92,8 +90,10 @@ def _ensure_state(conn: Connection, job: Job, now: datetime) -> None:
         "updated_at": now,
     }
     if insert_ignore(conn, job_state, [row]):
-        _event(conn, job.id, "defined", now, "first recorded by schedctl pause")
+        _event(conn, job.id, EventKind.DEFINED, now, "first recorded by schedctl pause")
 
 
-def _event(conn: Connection, job_id: str, kind: str, now: datetime, detail: str = SOURCE) -> None:
+def _event(
+    conn: Connection, job_id: str, kind: EventKind, now: datetime, detail: str = PauseSource.COMMAND
+) -> None:
     conn.execute(insert(job_events).values(job_id=job_id, at=now, kind=kind, detail=detail))

@@ -26,13 +26,13 @@ from sqlalchemy import and_, case, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.errors import LeaseTooShort, NotLeader, StoreConflict, UsageError
+from schedctl.job import LeaseEndReason
+from schedctl.settings import DEFAULT_LEASE_NAME
 from schedctl.store import Store
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, now_plus
 from schedctl.store.schema import lease_terms, scheduler_lease
 
 log = logging.getLogger("schedctl.lease")
-
-DEFAULT_NAME = "cron"
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Term:
     renewed_at: datetime
     expires_at: datetime
     ended_at: datetime | None
-    end_reason: str | None  # released | expired | None while it lasts
+    end_reason: str | None  # a LeaseEndReason, None while it lasts
     schedctl_version: str
     tzdata_version: str
     catch_up_grace: float | None = None  # seconds; None for terms recorded before schema 0003
@@ -182,7 +182,7 @@ def release(store: Store, name: str, identity: str, term: int) -> bool:
                 .where(
                     lease_terms.c.name == name, lease_terms.c.term == term, lease_terms.c.ended_at.is_(None)
                 )
-                .values(expires_at=released_at, ended_at=released_at, end_reason="released")
+                .values(expires_at=released_at, ended_at=released_at, end_reason=LeaseEndReason.RELEASED)
             )
     if released:
         log.info(
@@ -227,12 +227,12 @@ def fence_commit(conn: Connection, name: str, identity: str, term: int, margin: 
         raise LeaseTooShort(f"lease {name!r} term {term} expires within the commit bound of {margin:g} s")
 
 
-def current(store: Store, name: str = DEFAULT_NAME) -> LeaseState | None:
+def current(store: Store, name: str = DEFAULT_LEASE_NAME) -> LeaseState | None:
     with store.connect() as conn:
         return _state(name, conn.execute(_lease_query(name, full=True)).one_or_none())
 
 
-def history(store: Store, name: str = DEFAULT_NAME, limit: int = 10) -> list[Term]:
+def history(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> list[Term]:
     """The last ``limit`` terms, newest first."""
     with store.connect() as conn:
         return _terms(conn, name, limit)
@@ -269,7 +269,7 @@ class LeaseReport:
     db_now: datetime
 
 
-def report(store: Store, name: str = DEFAULT_NAME, limit: int = 10) -> LeaseReport:
+def report(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> LeaseReport:
     with store.connect() as conn:
         row = conn.execute(_lease_query(name, full=True)).one_or_none()
         now = row.now if row is not None else conn.execute(select(db_now())).scalar_one()
@@ -381,7 +381,7 @@ def _start_term(
     conn.execute(
         update(lease_terms)
         .where(terms.name == name, terms.term < row.term, terms.ended_at.is_(None))
-        .values(ended_at=terms.expires_at, end_reason="expired")
+        .values(ended_at=terms.expires_at, end_reason=LeaseEndReason.EXPIRED)
     )
     conn.execute(
         lease_terms.insert().values(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from schedctl.instants import clock_text
+from schedctl.job import LeaseEndReason
 from schedctl.settings import DEFAULT_CATCH_UP_GRACE
 from schedctl.store import history as h
 
@@ -101,4 +102,4 @@ class LeaseTimeline:
     def _end_reason(self, term: h.TermRecord) -> str:
         if term.end_reason:
             return term.end_reason
-        return "expired" if term.expires_at <= self.now else "still held"
+        return LeaseEndReason.EXPIRED if term.expires_at <= self.now else "still held"

@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from schedctl.errors import UsageError
 from schedctl.executor import RunIdentity
-from schedctl.job import MailOn
+from schedctl.job import MailOn, RunState
 from schedctl.observability import metrics
 
 log = logging.getLogger("schedctl.mail")
@@ -45,8 +45,8 @@ SMTP_TIMEOUT = 10.0  # seconds for each SMTP connection and command
 QUEUE_LIMIT = 1000  # mails waiting to be sent; beyond that one is dropped (logged and counted), never blocks
 PASSWORD_ENV = "SCHEDCTL_SMTP_PASSWORD"
 _SCHEMES = {"smtp": 25, "smtps": 465, "smtp+starttls": 587}
-_FAILED_STATES = ("failed", "timed_out")
-_MAILED_STATES = ("succeeded", "failed", "timed_out", "cancelled")
+_FAILED_STATES = (RunState.FAILED, RunState.TIMED_OUT)
+_MAILED_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, RunState.CANCELLED)
 
 
 @dataclass(frozen=True)

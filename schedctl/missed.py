@@ -21,36 +21,35 @@ from schedctl.durations import format_duration
 from schedctl.instants import clock_text as clock_text
 from schedctl.instants import parse_instant as parse_instant
 from schedctl.instants import rfc3339 as rfc3339
-from schedctl.job import Job
+from schedctl.job import EventKind, Job, PauseSource, RunState, SkipReason
 from schedctl.leasecover import LeaseTimeline as LeaseTimeline
-from schedctl.settings import DEFAULT_CATCH_UP_GRACE
+from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_LEASE_NAME
 from schedctl.store import Store
 from schedctl.store import history as h
 from schedctl.store import missedrecord as record
 
-# The grace of leaders that recorded none (terms from before schema 0003); every leader since records its own.
-CATCH_UP_GRACE = DEFAULT_CATCH_UP_GRACE
 LOOKBACK = timedelta(days=7)  # the default window never reaches further back than this
-LEASE_NAME = "cron"  # SchedulerSettings.lease_name
 _TINY = timedelta(microseconds=1)
-_EVENT_KINDS = ("paused", "resumed", "schedule_changed")  # the events that explain a tick
+# The events that explain a tick.
+_EVENT_KINDS = (EventKind.PAUSED, EventKind.RESUMED, EventKind.SCHEDULE_CHANGED)
 
 
 class Reason(StrEnum):
-    """Why a tick did not run (``reason`` in ``missed --json``)."""
+    """Why a tick without a ``skipped`` row did not run. ``reason`` in ``missed --json`` is one of these or a
+    ``SkipReason`` (the reason its skipped row carries, or ``catch_up_refused`` for a refused job's ticks)."""
 
     NO_LEADER = "no_leader"  # no scheduler held the lease at the tick (nor within the grace after it)
-    CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime and dropped: catch_up = "skip"
-    CATCH_UP_LATEST = (
-        "catch_up_latest"  # missed during downtime, superseded by a later one: catch_up = "latest"
-    )
-    CATCH_UP_REFUSED = "catch_up_refused"  # more missed ticks than max_catch_up; waits for `schedctl replay`
-    STARTING_DEADLINE = "starting_deadline"  # would have been dispatched later than starting_deadline allows
-    CONCURRENCY = "concurrency"  # forbid: a tick due now while an earlier on-time run was still active
     PAUSED = "paused"  # the job was paused (`schedctl pause` or `paused = true` in its file)
     NOT_DEFINED = "not_defined"  # before a scheduler first saw the job (or before its schedule changed)
     UNEXPLAINED = "unexplained"  # a scheduler held the lease, yet nothing was recorded for the tick
     LATE = "late"  # younger than the leader's grace: not missed (yet); only listed for an explicit --until
+
+
+class TickState(StrEnum):
+    """``state`` in ``missed --json``."""
+
+    MISSED = "missed"  # it did not run and will not, unless replayed
+    LATE = "late"  # younger than the grace: the leader may still dispatch it
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class MissedTick:
     reason_code: str
     reason_text: str
     row_state: str | None  # "skipped" (or "queued" for a late tick) when the tick has a row, None when not
-    state: str = "missed"  # "missed", or "late": younger than the grace, the leader may still dispatch it
+    state: str = TickState.MISSED
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,8 @@ class MissedCount:
 
 
 @dataclass(frozen=True)
-class Window:
-    """Ticks ``after < t < until``."""
+class TickSpan:
+    """Ticks ``after < t < until``: the span a job's ticks are looked up in (not the planner's catch-up Window)."""
 
     after: datetime
     until: datetime
@@ -94,15 +93,15 @@ def pause_intervals(events: Iterable[h.EventRecord], state: h.StateRecord | None
     open_: dict[str, datetime] = {}
     out: list[_Pause] = []
     for ev in events:
-        source = ev.detail or "schedctl pause"
-        if ev.kind == "paused":
+        source = ev.detail or PauseSource.COMMAND
+        if ev.kind == EventKind.PAUSED:
             open_.setdefault(source, ev.at)
-        elif ev.kind == "resumed":
+        elif ev.kind == EventKind.RESUMED:
             # A resume that names no known source ends every pause: better to under-report than invent one.
             for src in [source] if source in open_ else list(open_):
                 out.append(_Pause(open_.pop(src), ev.at, src))
-    if state is not None and state.paused_at is not None and "schedctl pause" not in open_:
-        open_["schedctl pause"] = state.paused_at
+    if state is not None and state.paused_at is not None and PauseSource.COMMAND not in open_:
+        open_[PauseSource.COMMAND] = state.paused_at
     out.extend(_Pause(start, None, src) for src, start in open_.items())
     return sorted(out, key=lambda p: p.start)
 
@@ -115,7 +114,7 @@ def _paused_at(pauses: list[_Pause], tick: datetime) -> _Pause | None:
 
 
 def _pause_text(p: _Pause, tick: datetime) -> str:
-    how = "in its job file (paused = true)" if p.source == "job file" else f"({p.source})"
+    how = "in its job file (paused = true)" if p.source == PauseSource.JOB_FILE else f"({p.source})"
     if p.end is None:
         return f"the job was paused {how} since {clock_text(p.start, tick)}"
     return f"the job was paused {how} from {clock_text(p.start, tick)} until {clock_text(p.end, tick)}"
@@ -150,20 +149,20 @@ def _skipped_text(ctx: _Context, row: h.RunRecord) -> str:
     code = row.reason or ""
     # The catch-up texts say which policy decided and, below, why it had to (a pause, no leader): richer than
     # the scheduler's generic "missed while no scheduler was dispatching".
-    if code == Reason.CATCH_UP_SKIP:
+    if code == SkipReason.CATCH_UP_SKIP:
         text = 'dropped by catch_up = "skip"'
-    elif code == Reason.CATCH_UP_LATEST:
+    elif code == SkipReason.CATCH_UP_LATEST:
         text = 'superseded by a later tick (catch_up = "latest")'
-    elif code == Reason.CATCH_UP_REFUSED:
+    elif code == SkipReason.CATCH_UP_REFUSED:
         bound = detail or f"more missed ticks than max_catch_up = {catch_up_bound(job)}"
         text = f'refused by catch_up = "all": {bound}; waiting for `schedctl replay`'
-    elif code == Reason.STARTING_DEADLINE:
+    elif code == SkipReason.STARTING_DEADLINE:
         limit = format_duration(job.starting_deadline) if job.starting_deadline is not None else None
         if "deadline" in detail:  # the scheduler's own sentence already names the policy
             text = detail
         else:
             text = f"past starting_deadline ({limit or 'its limit'})" + (f": {detail}" if detail else "")
-    elif code == Reason.CONCURRENCY:
+    elif code == SkipReason.CONCURRENCY:
         if "concurrency" in detail:
             text = detail
         else:
@@ -172,7 +171,7 @@ def _skipped_text(ctx: _Context, row: h.RunRecord) -> str:
         text = "skipped because the job was paused" + (f": {detail}" if detail else "")
     else:
         text = detail or f"skipped ({code or 'no reason recorded'})"
-    if code in (Reason.CATCH_UP_SKIP, Reason.CATCH_UP_LATEST, Reason.CATCH_UP_REFUSED):
+    if code in (SkipReason.CATCH_UP_SKIP, SkipReason.CATCH_UP_LATEST, SkipReason.CATCH_UP_REFUSED):
         cause = _downtime_cause(ctx, row.scheduled_for)
         if cause:
             text = f"{cause}; then {text}"
@@ -189,7 +188,7 @@ def _downtime_cause(ctx: _Context, tick: datetime) -> str | None:
     return None
 
 
-def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
+def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason | SkipReason, str]:
     """The reason for a tick that has no row at all."""
     state = ctx.state
     if state is not None and tick <= state.defined_at:
@@ -210,7 +209,7 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
         )
     if state.refused_at is not None and tick + ctx.grace >= state.refused_at:
         detail = f" ({first_clause(state.refused_detail)})" if state.refused_detail else ""
-        return Reason.CATCH_UP_REFUSED, (
+        return SkipReason.CATCH_UP_REFUSED, (
             f"catch-up was refused at {clock_text(state.refused_at, tick)}{detail}; the job dispatches nothing "
             "until `schedctl replay`"
         )
@@ -223,21 +222,24 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason, str]:
 
 
 def default_window(
-    state: h.StateRecord | None, first_dispatch: datetime | None, now: datetime, grace: float = CATCH_UP_GRACE
-) -> Window:
+    state: h.StateRecord | None,
+    first_dispatch: datetime | None,
+    now: datetime,
+    grace: float = DEFAULT_CATCH_UP_GRACE,
+) -> TickSpan:
     """Since the job's definition (or, with no state row, its first dispatch), at most ``LOOKBACK`` back,
     until the grace before now. Before the history mark only the lasting record of missed ticks speaks."""
     floor = now - LOOKBACK
     end = now - timedelta(seconds=grace)
     if state is None and first_dispatch is None:
         # Nobody ever dispatched or saw the job: no tick can be said to be missed without a --since.
-        return Window(after=end, until=end)
+        return TickSpan(after=end, until=end)
     starts = [floor]
     if state is not None:
         starts.append(state.defined_at)
     elif first_dispatch is not None:
         starts.append(first_dispatch - _TINY)  # the first dispatched tick itself is in the window
-    return Window(after=max(starts), until=end)
+    return TickSpan(after=max(starts), until=end)
 
 
 def resolve_window(
@@ -246,35 +248,35 @@ def resolve_window(
     since: datetime | None,
     until: datetime | None,
     now: datetime,
-    grace: float = CATCH_UP_GRACE,
-) -> Window:
+    grace: float = DEFAULT_CATCH_UP_GRACE,
+) -> TickSpan:
     """The window a command looks at: the default, narrowed or moved by ``--since`` (inclusive) and ``--until``
     (exclusive); never closer to now than the grace (younger ticks are late: see ``late_window``)."""
     base = default_window(state, first_dispatch, now, grace)
     after = base.after if since is None else since - _TINY
     end = base.until if until is None else min(until, base.until)
-    return Window(after=after, until=end)
+    return TickSpan(after=after, until=end)
 
 
-def late_window(window: Window, until: datetime | None, now: datetime) -> Window | None:
+def late_window(window: TickSpan, until: datetime | None, now: datetime) -> TickSpan | None:
     """The ticks an explicit ``--until`` reaches past the grace: ``[window end, min(until, now))``."""
     if until is None or until <= window.until:
         return None
-    return Window(after=max(window.after, window.until - _TINY), until=min(until, now))
+    return TickSpan(after=max(window.after, window.until - _TINY), until=min(until, now))
 
 
-def current_grace(conn: Connection, lease_name: str = LEASE_NAME) -> float:
+def current_grace(conn: Connection, lease_name: str = DEFAULT_LEASE_NAME) -> float:
     """The grace of the latest leader, who decides now which ticks are late and which are missed."""
     term = h.latest_term(conn, lease_name)
     if term is None or term.catch_up_grace is None:
-        return CATCH_UP_GRACE
+        return DEFAULT_CATCH_UP_GRACE
     return term.catch_up_grace
 
 
 FiresCache = dict[tuple[str, datetime, datetime], list[datetime]]
 
 
-def _fires(job: Job, window: Window, cache: FiresCache | None = None) -> list[datetime]:
+def _fires(job: Job, window: TickSpan, cache: FiresCache | None = None) -> list[datetime]:
     """The job's ticks in the window; ``cache`` shares them between jobs on one schedule (most jobs' default
     windows are the same last 7 days)."""
     from schedctl.cron import schedule_for
@@ -299,7 +301,7 @@ def missed(
     now: datetime,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
     late: bool = False,
 ) -> list[MissedTick]:
     """The job's ticks in the window that did not run, oldest first, each with its reason. ``grace`` None:
@@ -317,7 +319,7 @@ def missed_on(
     now: datetime,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
     fires_cache: FiresCache | None = None,
     late: bool = False,
 ) -> list[MissedTick]:
@@ -348,55 +350,59 @@ class _Evidence:
 def _explain(
     job: Job,
     state: h.StateRecord | None,
-    window: Window,
-    late: Window | None,
+    window: TickSpan,
+    late: TickSpan | None,
     found: _Evidence,
     now: datetime,
     grace: float,
     fires_cache: FiresCache | None,
-    fallback_grace: float = CATCH_UP_GRACE,
+    fallback_grace: float = DEFAULT_CATCH_UP_GRACE,
 ) -> list[MissedTick]:
     """The missed ticks of one job from what the store holds about it; no SQL, so one job and many jobs (read
     in bulk) take the same path. ``fallback_grace``: the grace of terms that recorded none."""
     rows = {r.scheduled_for: r for r in found.runs}
     events = found.events
-    redefined = any(e.kind == "schedule_changed" and state and e.at == state.defined_at for e in events)
+    redefined = any(
+        e.kind == EventKind.SCHEDULE_CHANGED and state and e.at == state.defined_at for e in events
+    )
     ctx = _Context(
         job=job,
         state=state,
         leases=LeaseTimeline(found.terms, now, fallback_grace),
-        pauses=pause_intervals((e for e in events if e.kind != "schedule_changed"), state),
+        pauses=pause_intervals((e for e in events if e.kind != EventKind.SCHEDULE_CHANGED), state),
         redefined_at=state.defined_at if redefined and state else None,
         grace=timedelta(seconds=grace),
     )
     # Before the history mark a tick without a row ran (its run was pruned) unless the lasting record names it.
     mark = state.history_start if state is not None else None
     kept_ranges = record.RangeIndex(found.ranges)
-    open_from = window if mark is None or mark <= window.after else Window(mark - _TINY, window.until)
+    open_from = window if mark is None or mark <= window.after else TickSpan(mark - _TINY, window.until)
     out: list[MissedTick] = []
     ticks = set(_fires(job, open_from, fires_cache))
     # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
-    ticks.update(t for t, r in rows.items() if r.state == "skipped" and t < window.until)
+    ticks.update(t for t, r in rows.items() if r.state == RunState.SKIPPED and t < window.until)
     ticks.update(kept_ranges.ticks_in(window.after, window.until))
     for tick in sorted(ticks):
         row = rows.get(tick)
         if row is None:
             kept = kept_ranges.at(tick)
             if kept is not None and kept.reason is not None:
-                skip = h.RunRecord(job.id, tick, "skipped", kept.reason, kept.reason_detail)
-                out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), "skipped"))
+                skip = h.RunRecord(job.id, tick, RunState.SKIPPED, kept.reason, kept.reason_detail)
+                out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), RunState.SKIPPED))
             elif kept is not None or mark is None or tick >= mark:
                 code, text = _unrecorded(ctx, tick)
                 out.append(MissedTick(tick, str(code), text, None))
-        elif row.state == "skipped":
-            out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
+        elif row.state == RunState.SKIPPED:
+            out.append(
+                MissedTick(tick, row.reason or RunState.SKIPPED, _skipped_text(ctx, row), RunState.SKIPPED)
+            )
     if late is not None:
         out.extend(_late(ctx, late, rows, fires_cache))
     return out
 
 
 def _late(
-    ctx: _Context, late: Window, rows: Mapping[datetime, h.RunRecord], cache: FiresCache | None
+    ctx: _Context, late: TickSpan, rows: Mapping[datetime, h.RunRecord], cache: FiresCache | None
 ) -> list[MissedTick]:
     """Ticks younger than the grace that have not run: queued and waiting for a worker, or not dispatched
     yet (by a leader within its grace, or by none since the last one went)."""
@@ -412,12 +418,14 @@ def _late(
                 )
             else:
                 text = "not dispatched yet: inside the catch-up grace the leader dispatches it late"
-            out.append(MissedTick(tick, str(Reason.LATE), text, None, "late"))
-        elif row.state == "queued":
+            out.append(MissedTick(tick, str(Reason.LATE), text, None, TickState.LATE))
+        elif row.state == RunState.QUEUED:
             text = f"queued at {clock_text(row.queued_at or tick, tick)}, waiting for a worker"
-            out.append(MissedTick(tick, str(Reason.LATE), text, "queued", "late"))
-        elif row.state == "skipped":
-            out.append(MissedTick(tick, row.reason or "skipped", _skipped_text(ctx, row), "skipped"))
+            out.append(MissedTick(tick, str(Reason.LATE), text, RunState.QUEUED, TickState.LATE))
+        elif row.state == RunState.SKIPPED:
+            out.append(
+                MissedTick(tick, row.reason or RunState.SKIPPED, _skipped_text(ctx, row), RunState.SKIPPED)
+            )
     return out
 
 
@@ -429,7 +437,7 @@ def missed_many(
     now: datetime,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
     fires_cache: FiresCache | None = None,
     states: Mapping[str, h.StateRecord] | None = None,
     late: bool = False,
@@ -439,13 +447,13 @@ def missed_many(
     items = list(jobs)
     ids = [j.id for j in items]
     # An explicit grace also stands for the terms that recorded none; else those had the 60 s default.
-    fallback = CATCH_UP_GRACE if grace is None else grace
+    fallback = DEFAULT_CATCH_UP_GRACE if grace is None else grace
     if grace is None:
         grace = current_grace(conn, lease_name)
     if states is None:
         states = h.job_states_of(conn, ids)
     firsts = h.earliest_runs_at(conn, [i for i in ids if i not in states])
-    windows: dict[str, tuple[Window, Window | None]] = {}
+    windows: dict[str, tuple[TickSpan, TickSpan | None]] = {}
     for job in items:
         window = resolve_window(states.get(job.id), firsts.get(job.id), since, until, now, grace)
         younger = late_window(window, until, now) if late else None
@@ -487,8 +495,8 @@ def missed_counts(
     since: datetime | None = None,
     until: datetime | None = None,
     *,
-    grace: float = CATCH_UP_GRACE,
-    lease_name: str = LEASE_NAME,
+    grace: float = DEFAULT_CATCH_UP_GRACE,
+    lease_name: str = DEFAULT_LEASE_NAME,
 ) -> list[MissedCount]:
     """One count per job (each over its own window), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)

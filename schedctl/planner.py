@@ -33,7 +33,9 @@ DEFAULT_MAX_CATCH_UP = 100
 MAX_SKIPPED_ROWS = 1000
 
 
-class Schedule(Protocol):
+class FireSource(Protocol):
+    """What the planner needs of a schedule: ``cron.Schedule`` is one; tests pass lists of datetimes."""
+
     def next_after(self, after: datetime) -> datetime | None: ...
 
     def fires(self, after: datetime, until: datetime | None = None) -> Iterator[object]: ...
@@ -80,13 +82,13 @@ class CatchUpPlan:
 
 
 def utc_ticks(fires: Iterator[object]) -> Iterator[datetime]:
-    """``Schedule.fires`` yields ``Fire`` objects (with ``.utc``); plain datetimes are accepted for tests."""
+    """``FireSource.fires`` yields ``Fire`` objects (with ``.utc``); plain datetimes are accepted for tests."""
     for fire in fires:
         yield fire if isinstance(fire, datetime) else fire.utc  # type: ignore[attr-defined]
 
 
 def window(
-    schedule: Schedule,
+    schedule: FireSource,
     after: datetime,
     until: datetime,
     now: datetime,
@@ -108,7 +110,7 @@ _TINY = timedelta(microseconds=1)
 
 
 def newest_fires(
-    schedule: Schedule, after: datetime, before: datetime, keep: int
+    schedule: FireSource, after: datetime, before: datetime, keep: int
 ) -> tuple[tuple[datetime, ...], bool]:
     """The newest ``keep`` fires in ``(after, before)``, ascending, and whether older ones exist.
 
@@ -135,7 +137,7 @@ def newest_fires(
         span = span * 2 if many is None else (few + many) / 2
 
 
-def forward_fires(schedule: Schedule, after: datetime, before: datetime, limit: int) -> list[datetime]:
+def forward_fires(schedule: FireSource, after: datetime, before: datetime, limit: int) -> list[datetime]:
     """Up to ``limit`` fires in ``(after, before)``, oldest first."""
     return list(islice(utc_ticks(schedule.fires(after, before)), limit))
 
@@ -180,7 +182,7 @@ def skipped(job: Job, tick: datetime, reason: SkipReason, detail: str) -> Tick:
     return Tick(job.id, tick, RunState.SKIPPED, reason, detail)
 
 
-def plan_catch_up(job: Job, win: Window, now: datetime, schedule: Schedule | None = None) -> CatchUpPlan:
+def plan_catch_up(job: Job, win: Window, now: datetime, schedule: FireSource | None = None) -> CatchUpPlan:
     """Decide every tick of ``win`` for ``job`` by its catch-up policy.
 
     ``schedule`` is needed only for catch_up = "all" when more missed ticks exist than ``win`` kept (a
@@ -224,7 +226,7 @@ def _catch_up_latest(job: Job, win: Window, now: datetime) -> list[Tick]:
 
 
 def _catch_up_all(
-    job: Job, win: Window, now: datetime, schedule: Schedule | None
+    job: Job, win: Window, now: datetime, schedule: FireSource | None
 ) -> tuple[list[Tick], str | None]:
     bound = job.max_catch_up if job.max_catch_up is not None else DEFAULT_MAX_CATCH_UP
     missed = list(win.missed)
@@ -257,7 +259,7 @@ def _refusal(job: Job, bound: int, count_text: str, total: int | None) -> str:
     return f"{count_text} missed ticks exceed max_catch_up = {bound}; nothing was queued. {command}"
 
 
-def _backlog(win: Window, schedule: Schedule | None) -> int | None:
+def _backlog(win: Window, schedule: FireSource | None) -> int | None:
     """How many ticks a refusal leaves to replay, or None when they are too many to count here."""
     if not win.missed_more:
         return len(win.missed) + len(win.late)
@@ -270,7 +272,7 @@ def _backlog(win: Window, schedule: Schedule | None) -> int | None:
 
 
 def _refuse(
-    job: Job, win: Window, bound: int, count_text: str, schedule: Schedule | None
+    job: Job, win: Window, bound: int, count_text: str, schedule: FireSource | None
 ) -> tuple[list[Tick], str]:
     detail = _refusal(job, bound, count_text, _backlog(win, schedule))
     every = [*win.missed, *win.late][-MAX_SKIPPED_ROWS:]
@@ -308,7 +310,7 @@ class Plan:
 
 
 def group_for(plan: Plan, job: Job, now: datetime) -> Group:
-    """The job's group, created with its first fire after ``now``; ``schedule_for`` shares the Schedule."""
+    """The job's group, created with its first fire after ``now``; ``schedule_for`` shares the FireSource."""
     group = plan.groups.get(job.schedule_key)
     if group is None:
         from schedctl.cron import schedule_for

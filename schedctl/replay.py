@@ -24,7 +24,7 @@ from sqlalchemy import and_, insert, or_, update
 from sqlalchemy.engine import Connection
 
 from schedctl.errors import ReplayRefused
-from schedctl.job import Job
+from schedctl.job import EventKind, Job, RunState
 from schedctl.missed import missed_many, rfc3339
 from schedctl.store import Store
 from schedctl.store import history as h
@@ -87,7 +87,7 @@ def plan_replay(
         missed = missed_many(conn, ordered, since, until, now, grace=grace, states=states)
     for job in ordered:
         for m in missed[job.id]:
-            action = "requeue" if m.row_state == "skipped" else "insert"
+            action = "requeue" if m.row_state == RunState.SKIPPED else "insert"
             ticks.append(ReplayTick(job.id, m.scheduled_for, action, m.reason_code))
         state = states.get(job.id)
         if state is not None and state.refused_at is not None:
@@ -155,7 +155,7 @@ def replay(
 def _queued_values(job: Job, now: datetime) -> dict[str, Any]:
     # What the scheduler's claim insert writes, except term: NULL says no leader dispatched this one.
     return {
-        "state": "queued",
+        "state": RunState.QUEUED,
         "reason": None,
         "reason_detail": REPLAYED,
         "term": None,
@@ -181,7 +181,9 @@ def _dispatch(conn: Connection, job: Job, ticks: list[datetime], now: datetime) 
     requeued = conn.execute(
         update(job_runs)
         .where(
-            job_runs.c.job_id == job.id, job_runs.c.scheduled_for.in_(ticks), job_runs.c.state == "skipped"
+            job_runs.c.job_id == job.id,
+            job_runs.c.scheduled_for.in_(ticks),
+            job_runs.c.state == RunState.SKIPPED,
         )
         .values(**values)
     ).rowcount
@@ -219,4 +221,4 @@ def _record(
         detail += f" ({rfc3339(min(ticks))} .. {rfc3339(max(ticks))})"
     if cleared:
         detail += "; catch-up refusal cleared"
-    conn.execute(insert(job_events).values(job_id=job_id, at=now, kind="replayed", detail=detail))
+    conn.execute(insert(job_events).values(job_id=job_id, at=now, kind=EventKind.REPLAYED, detail=detail))

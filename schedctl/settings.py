@@ -22,13 +22,14 @@ def default_identity() -> str:
 # A tick younger than this is late, not missed. Defined once: the leader records the grace it uses with its
 # term, and readers fall back to this only for terms recorded before that (schema revision 0003).
 DEFAULT_CATCH_UP_GRACE = 60.0
+DEFAULT_LEASE_NAME = "cron"  # one lease per installation; `--lease-name` / `--name` change it everywhere
 DEFAULT_KEEP_MISSED = 7 * 86400.0  # seconds skipped/missed evidence is kept, whatever the run history limits
 
 
 @dataclass(frozen=True)
 class SchedulerSettings:
     identity: str
-    lease_name: str = "cron"
+    lease_name: str = DEFAULT_LEASE_NAME
     lease_duration: float = 15.0  # seconds a lease lasts past its last renewal, by the database's clock
     renew_interval: float = 5.0  # renew well inside the lease, not at its edge
     catch_up_grace: float = DEFAULT_CATCH_UP_GRACE  # a younger tick is late, not missed: dispatched normally

@@ -15,25 +15,26 @@ from enum import StrEnum
 from sqlalchemy.engine import Connection
 
 from schedctl.eligibility import Stranded, stranded_runs
-from schedctl.job import CatchUp, Job
+from schedctl.job import CatchUp, EventKind, Job, PauseSource, RunState, SkipReason
 from schedctl.missed import (
-    LEASE_NAME,
     FiresCache,
     MissedTick,
     Reason,
+    TickState,
     catch_up_bound,
     first_clause,
     missed_many,
     missed_on,
     pause_intervals,
 )
+from schedctl.settings import DEFAULT_LEASE_NAME
 from schedctl.store import Store
 from schedctl.store import history as h
 
 DEFAULT_LAST = 10
-_FAILED = ("failed", "timed_out")
-_FINISHED = ("succeeded", "cancelled", *_FAILED)
-_DISPATCHED = ("queued", "running", *_FINISHED)
+_FAILED = (RunState.FAILED, RunState.TIMED_OUT)
+_FINISHED = (RunState.SUCCEEDED, RunState.CANCELLED, *_FAILED)
+_DISPATCHED = (RunState.QUEUED, RunState.RUNNING, *_FINISHED)
 
 
 class Verdict(StrEnum):
@@ -142,7 +143,7 @@ def _failing_streak(finished: list[h.RunRecord]) -> int:
 def _exit_text(runs: list[h.RunRecord]) -> str:
     parts: list[str] = []
     for r in runs:
-        if r.state == "timed_out":
+        if r.state == RunState.TIMED_OUT:
             part = "timed out"
         else:
             part = f"exit {r.exit_status}" if r.exit_status is not None else "failed"
@@ -154,12 +155,12 @@ def _exit_text(runs: list[h.RunRecord]) -> str:
 # Ticks a job's own settings chose not to run: reported by `missed`, but not a reason to page anyone.
 _BY_POLICY = frozenset(
     {
-        Reason.CATCH_UP_SKIP,
-        Reason.CATCH_UP_LATEST,
+        SkipReason.CATCH_UP_SKIP,
+        SkipReason.CATCH_UP_LATEST,
         Reason.PAUSED,
         Reason.NOT_DEFINED,
-        Reason.CONCURRENCY,
-        Reason.STARTING_DEADLINE,
+        SkipReason.CONCURRENCY,
+        SkipReason.STARTING_DEADLINE,
     }
 )
 
@@ -272,7 +273,7 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
         return Verdict.PENDING, f"waiting: no run has finished yet, {nxt}{note}"
     last = f.finished[0]
     when = _clock(last.finished_at or last.scheduled_for, now)
-    what = "was cancelled" if last.state == "cancelled" else "succeeded"
+    what = "was cancelled" if last.state == RunState.CANCELLED else "succeeded"
     return Verdict.HEALTHY, f"healthy: last run {what} at {when}, {nxt}{note}"
 
 
@@ -301,11 +302,14 @@ def _timeline(rows: list[h.RunRecord], missed: list[MissedTick], last_n: int) ->
             reason_text=r.error or r.reason_detail,
         )
         for r in rows
-        if r.state != "skipped"  # skipped rows come in through `missed`, with their explanation
+        if r.state != RunState.SKIPPED  # skipped rows come in through `missed`, with their explanation
     ]
     entries += [
         TimelineEntry(
-            scheduled_for=m.scheduled_for, state="missed", reason=m.reason_code, reason_text=m.reason_text
+            scheduled_for=m.scheduled_for,
+            state=TickState.MISSED,
+            reason=m.reason_code,
+            reason_text=m.reason_text,
         )
         for m in missed
     ]
@@ -320,7 +324,7 @@ def status_on(
     last_n: int = DEFAULT_LAST,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> JobStatus:
     state = h.job_state_of(conn, job.id)
@@ -346,12 +350,12 @@ def status_on(
     )
 
 
-_PAUSE_EVENTS = ("paused", "resumed")
+_PAUSE_EVENTS = (EventKind.PAUSED, EventKind.RESUMED)
 
 
 def _file_paused_since(events: list[h.EventRecord], state: h.StateRecord | None) -> datetime | None:
     """Since when the job file's ``paused = true`` holds, by the pause the scheduler journaled."""
-    open_ = [p for p in pause_intervals(events, state) if p.source == "job file" and p.end is None]
+    open_ = [p for p in pause_intervals(events, state) if p.source == PauseSource.JOB_FILE and p.end is None]
     return open_[0].start if open_ else None
 
 
@@ -421,7 +425,7 @@ def _assemble(
         last_finished=finished[0] if finished else None,
         paused_at=db_pause.paused_at if db_pause else (file_paused_since if job.paused else None),
         refused_at=state.refused_at if state else None,
-        paused_by=db_pause.paused_by if db_pause else ("job file" if job.paused else None),
+        paused_by=db_pause.paused_by if db_pause else (PauseSource.JOB_FILE if job.paused else None),
     )
 
 
@@ -432,7 +436,7 @@ def status_many(
     last_n: int = DEFAULT_LAST,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> list[JobStatus]:
     """``status_on`` for every job, in the given order, in a number of statements that does not grow with the
@@ -489,7 +493,7 @@ def job_status(
     last_n: int = DEFAULT_LAST,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
     with store.connect() as conn:
@@ -502,7 +506,7 @@ def all_status(
     now: datetime,
     *,
     grace: float | None = None,
-    lease_name: str = LEASE_NAME,
+    lease_name: str = DEFAULT_LEASE_NAME,
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)

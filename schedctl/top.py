@@ -17,6 +17,8 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Connection
 
+from schedctl.job import RunState
+from schedctl.settings import DEFAULT_LEASE_NAME
 from schedctl.store import Store
 from schedctl.store import history as h
 from schedctl.store import workers as registry
@@ -107,7 +109,9 @@ class ScheduleCache:
             return None
 
 
-def read_frame(store: Store, lease_name: str = "cron", schedules: ScheduleCache | None = None) -> Frame:
+def read_frame(
+    store: Store, lease_name: str = DEFAULT_LEASE_NAME, schedules: ScheduleCache | None = None
+) -> Frame:
     schedules = schedules or ScheduleCache()
     r = job_runs.c
     with store.read() as conn:
@@ -134,8 +138,8 @@ def read_frame(store: Store, lease_name: str = "cron", schedules: ScheduleCache 
         states = conn.execute(
             select(js.job_id, js.schedule_key, js.paused_at, js.paused_by_file, js.refused_at)
         ).all()
-        failures = _finished(conn, ("failed", "timed_out"), r.finished_at)
-        missed = _finished(conn, ("skipped",), r.scheduled_for)
+        failures = _finished(conn, (RunState.FAILED, RunState.TIMED_OUT), r.finished_at)
+        missed = _finished(conn, (RunState.SKIPPED,), r.scheduled_for)
     eligible = set().union(*(label_keys(p.labels) for p in alive)) if alive else set()
     without = sum(g.count for g in groups if g.labels_key not in eligible)
     active = (

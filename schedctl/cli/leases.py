@@ -10,12 +10,15 @@ from typing import Any
 import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
+from schedctl.settings import DEFAULT_LEASE_NAME
 
 TERM_COLUMNS = ("TERM", "HOLDER", "ACQUIRED", "RENEWED", "ENDED", "HOW", "SCHEDCTL", "TZDATA")
 
 
 @click.command("leases")
-@click.option("--name", default="cron", show_default=True, help="Lease name (one per installation).")
+@click.option(
+    "--name", default=DEFAULT_LEASE_NAME, show_default=True, help="Lease name (one per installation)."
+)
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(min=1), help="Terms to show.")
 @db_option
 @output_option

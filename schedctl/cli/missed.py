@@ -186,8 +186,8 @@ def missed(
     ticks stay listed for `serve --keep-missed` (7d), whatever the run history limits. Times are UTC.
     """
     from schedctl.cli._store import say_database
+    from schedctl.missed import TickState, missed_counts
     from schedctl.missed import missed as find_missed
-    from schedctl.missed import missed_counts
 
     now = datetime.now(UTC)
     lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
@@ -201,7 +201,7 @@ def missed(
         if job_id:
             ticks = find_missed(store, jobs[job_id], lo, hi, now, late=hi is not None)
             _show_ticks(job_id, ticks, fmt)
-            found = any(t.state == "missed" for t in ticks)
+            found = any(t.state == TickState.MISSED for t in ticks)
         else:
             counts = missed_counts(store, jobs, now, lo, hi)
             _say_what_is_left_to_the_leader(store, hi, now, "not counted here (name a JOB to list them)")

@@ -9,12 +9,13 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.job import RunState
 
 if TYPE_CHECKING:
     from schedctl.store.runs import RunView
 
 _CTX = {"help_option_names": ["-h", "--help"]}
-STATES = ("queued", "running", "succeeded", "failed", "timed_out", "cancelled", "skipped")
+STATES = tuple(s.value for s in RunState)  # plain strings: click matches Enum choices by member name
 COLUMNS = ("JOB", "SCHEDULED FOR", "STATE", "ATTEMPT", "WORKER", "STARTED", "DURATION", "EXIT")
 WIDE = ("MANUAL", "REASON")
 
@@ -85,7 +86,7 @@ def run_json(r: RunView) -> dict[str, Any]:
 
 def _row(r: RunView, wide: bool) -> list[str]:
     duration = "-" if r.duration_seconds is None else f"{r.duration_seconds:.1f}s"
-    state = f"{r.state} (cancel requested)" if r.cancel_requested and r.state == "running" else r.state
+    state = f"{r.state} (cancel requested)" if r.cancel_requested and r.state == RunState.RUNNING else r.state
     row = [
         r.job_id,
         _iso(r.scheduled_for) or "-",

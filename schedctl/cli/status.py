@@ -19,6 +19,7 @@ from schedctl.cli.missed import (
     table,
     utc_text,
 )
+from schedctl.job import PauseSource
 
 if TYPE_CHECKING:
     from schedctl.status import JobStatus, TimelineEntry
@@ -148,7 +149,7 @@ def _lease_text(s: JobStatus, now: datetime) -> str:
 
 
 def _next_text(s: JobStatus) -> str:
-    if s.paused_by == "job file":
+    if s.paused_by == PauseSource.JOB_FILE:
         since = f" since {utc_text(s.paused_at)} UTC" if s.paused_at else ""
         return f"none: paused in its job file (paused = true){since}"
     if s.paused_at is not None:
@@ -158,6 +159,8 @@ def _next_text(s: JobStatus) -> str:
 
 
 def _entry_cells(e: TimelineEntry) -> list[str]:
+    from schedctl.missed import TickState  # loaded already by whoever built the entry
+
     duration = e.duration_seconds
     detail = e.reason_text or (e.reason or "")
     return [
@@ -165,7 +168,7 @@ def _entry_cells(e: TimelineEntry) -> list[str]:
         e.state + (" (manual)" if e.manual else ""),
         str(e.exit_status) if e.exit_status is not None else "-",
         f"{duration:.1f}s" if duration is not None else "-",
-        str(e.attempt) if e.state != "missed" else "-",
+        str(e.attempt) if e.state != TickState.MISSED else "-",
         e.worker or "-",
         detail or "-",
     ]

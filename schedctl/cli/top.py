@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from schedctl.cli._options import db_option
+from schedctl.settings import DEFAULT_LEASE_NAME
 
 if TYPE_CHECKING:
     from schedctl.top import Frame
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
     show_default=True,
     help="Seconds between frames.",
 )
-@click.option("--name", default="cron", show_default=True, help="Lease name (one per installation).")
+@click.option(
+    "--name", default=DEFAULT_LEASE_NAME, show_default=True, help="Lease name (one per installation)."
+)
 @db_option
 def top(once: bool, interval: float, name: str, db_url: str) -> None:
     """A live view: the leader and its term's age, standbys, workers with slot use, running runs with elapsed

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, func, or_, select
 
+from schedctl.job import RunState
 from schedctl.observability import metrics
 from schedctl.store.dialect import db_now
 from schedctl.store.schema import QUEUED, job_runs
@@ -62,7 +63,7 @@ def sample_last_success(store: Store) -> int:
     """
     query = (
         select(job_runs.c.job_id, func.max(job_runs.c.finished_at, type_=UTCDateTime()))
-        .where(job_runs.c.state == "succeeded", job_runs.c.finished_at.is_not(None))
+        .where(job_runs.c.state == RunState.SUCCEEDED, job_runs.c.finished_at.is_not(None))
         .group_by(job_runs.c.job_id)
     )
     with store.connect() as conn:

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.engine import Connection
 
+from schedctl.job import RunState
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
 
@@ -158,7 +159,7 @@ def active_runs(conn: Connection, job_id: str) -> tuple[int, datetime | None]:
     """How many runs of the job are queued or running, and the oldest one's tick."""
     count, oldest = conn.execute(
         select(func.count(), func.min(job_runs.c.scheduled_for)).where(
-            job_runs.c.job_id == job_id, job_runs.c.state.in_(("queued", "running"))
+            job_runs.c.job_id == job_id, job_runs.c.state.in_((RunState.QUEUED, RunState.RUNNING))
         )
     ).one()
     return int(count), oldest
@@ -172,7 +173,7 @@ def last_runs_by_job(conn: Connection, job_ids: list[str], before: datetime) -> 
         select(job_runs.c.job_id, func.max(job_runs.c.scheduled_for).label("at"))
         .where(
             job_runs.c.job_id.in_(job_ids),
-            job_runs.c.state != "skipped",
+            job_runs.c.state != RunState.SKIPPED,
             job_runs.c.scheduled_for <= before,
         )
         .group_by(job_runs.c.job_id)
@@ -419,7 +420,10 @@ def active_runs_by_job(conn: Connection, job_ids: Sequence[str]) -> dict[str, tu
     for chunk in id_chunks(conn, job_ids):
         query = (
             select(job_runs.c.job_id, func.count(), func.min(job_runs.c.scheduled_for))
-            .where(in_list(conn, job_runs.c.job_id, chunk), job_runs.c.state.in_(("queued", "running")))
+            .where(
+                in_list(conn, job_runs.c.job_id, chunk),
+                job_runs.c.state.in_((RunState.QUEUED, RunState.RUNNING)),
+            )
             .group_by(job_runs.c.job_id)
         )
         out.update((job_id, (int(count), oldest)) for job_id, count, oldest in conn.execute(query))

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from sqlalchemy import and_, func, select
 
+from schedctl.job import RunState
 from schedctl.store import Store
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.schema import job_runs, job_state
@@ -32,7 +33,8 @@ def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
             latest = (
                 select(job_runs.c.job_id, func.max(job_runs.c.scheduled_for).label("at"))
                 .where(
-                    in_list(conn, job_runs.c.job_id, chunk), job_runs.c.state.not_in(("queued", "skipped"))
+                    in_list(conn, job_runs.c.job_id, chunk),
+                    job_runs.c.state.not_in((RunState.QUEUED, RunState.SKIPPED)),
                 )
                 .group_by(job_runs.c.job_id)
                 .subquery()

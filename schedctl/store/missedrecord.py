@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
+from schedctl.job import RunState
 from schedctl.store.dialect import db_now, id_chunks, in_list, insert_ignore, now_plus, select_db_now
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 
@@ -116,7 +117,9 @@ def fold_before(
     if ranges:
         # Two workers may prune one job at once: both fold the same ranges, and the second keeps the first's.
         insert_ignore(conn, missed_ranges, [g.row(job_id, key) for g in ranges])
-    conn.execute(delete(job_runs).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark))
+    conn.execute(
+        delete(job_runs).where(r.job_id == job_id, r.state == RunState.SKIPPED, r.scheduled_for < mark)
+    )
 
 
 def _ranges(
@@ -146,7 +149,7 @@ def _ranges(
                 flush()
                 count = sum(1 for _ in fires_in(schedule, nxt, at - _TINY))
                 out.append(_Range(nxt, at - _TINY, count, None, None))
-        if run_state == "skipped":
+        if run_state == RunState.SKIPPED:
             reason, detail = row.reason, row.reason_detail  # type: ignore[attr-defined]
             if (
                 current is not None

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from schedctl.errors import RunNotFound, SchedctlError
-from schedctl.job import Job
+from schedctl.job import Job, RunState
 from schedctl.store import Store
 from schedctl.store.claims import queue_runs
 from schedctl.store.dialect import db_now
@@ -108,9 +108,9 @@ def cancel(store: Store, job_id: str, scheduled_for: datetime) -> str:
     with store.begin() as conn:
         queued = conn.execute(
             update(job_runs)
-            .where(*key, r.state == "queued")
+            .where(*key, r.state == RunState.QUEUED)
             .values(
-                state="cancelled",
+                state=RunState.CANCELLED,
                 finished_at=db_now(),
                 reason="cancelled",
                 error="cancelled on request",
@@ -120,7 +120,7 @@ def cancel(store: Store, job_id: str, scheduled_for: datetime) -> str:
         if queued.rowcount:
             return "cancelled"
         running = conn.execute(
-            update(job_runs).where(*key, r.state == "running").values(cancel_requested=True)
+            update(job_runs).where(*key, r.state == RunState.RUNNING).values(cancel_requested=True)
         )
         if running.rowcount:
             return "cancel_requested"
