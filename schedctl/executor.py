@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from schedctl.outcome import StopReason
+
 log = logging.getLogger("schedctl.executor")
 
 DEFAULT_PATH = "/usr/bin:/bin"  # cron's default PATH
@@ -180,7 +182,7 @@ class Execution:
         self._monotonic = monotonic
         self.started = monotonic()
         self.deadline = None if timeout is None else self.started + float(timeout)
-        self.stop_reason: str | None = None  # "timeout" | "cancelled" | "lost" | "shutdown"
+        self.stop_reason: StopReason | None = None
         self.kill_at: float | None = None
         self.killed = False
         self.start_error: str | None = None
@@ -334,7 +336,7 @@ class Execution:
         return self._monotonic() - self.started
 
     # -- signals -------------------------------------------------------------------------------------------
-    def stop(self, reason: str, grace: float | None = None) -> None:
+    def stop(self, reason: StopReason, grace: float | None = None) -> None:
         """SIGTERM to the process group now; SIGKILL when the grace period is over."""
         if self.stop_reason is None:
             self.stop_reason = reason
@@ -352,7 +354,7 @@ class Execution:
         now = self._monotonic()
         if self.deadline is not None and now >= self.deadline and self.stop_reason is None:
             log.warning("run timed out", extra={"event": "run_timeout", **self.run.log_extra})
-            self.stop("timeout")
+            self.stop(StopReason.TIMEOUT)
         if self.kill_at is not None and now >= self.kill_at and not self.killed:
             self.kill()
 

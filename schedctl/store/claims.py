@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from schedctl.job import Job, labels_key
+from schedctl.outcome import Outcome  # re-exported: the store writes what the policy decides
 from schedctl.settings import DEFAULT_KEEP_MISSED
 from schedctl.store import missedrecord
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
@@ -60,23 +61,6 @@ class ClaimedRun:
     @property
     def key(self) -> RunKey:
         return (self.job_id, self.scheduled_for)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a worker writes when its copy of a run ended. ``state`` "queued" means retry or hand back."""
-
-    job_id: str
-    scheduled_for: datetime
-    attempt: int
-    state: str
-    exit_status: int | None = None
-    output_tail: str | None = None
-    error: str | None = None
-    checkpoint: Any = None
-    save_checkpoint: bool = False
-    retry_after: float | None = None  # seconds; a retry counts a failure, a hand back does not
-    reason: str | None = None
 
 
 @dataclass(frozen=True)
