@@ -552,22 +552,22 @@ class Worker:
             )
             return
         self._touched.add(o.job_id)
-        if self.settings.log_output and not (o.state == "queued" and o.retry_after is None):
+        if self.settings.log_output and not (o.state == RunState.QUEUED and o.retry_after is None):
             _log_output(o, extra)
-        if o.state == "queued" and o.retry_after is not None:
+        if o.state == RunState.QUEUED and o.retry_after is not None:
             log.warning(
                 "run failed (%s); retry in %.3gs",
                 o.error,
                 o.retry_after,
-                extra={"event": "run_retry_scheduled", "state": "queued", **extra},
+                extra={"event": "run_retry_scheduled", "state": RunState.QUEUED, **extra},
             )
             return
-        if o.state == "queued":
+        if o.state == RunState.QUEUED:
             log.info(
                 "run handed back for another worker to resume", extra={"event": "run_handed_back", **extra}
             )
             return
-        level = logging.INFO if o.state == "succeeded" else logging.WARNING
+        level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
         log.log(
             level,
             "run %s in %.3fs",
@@ -577,7 +577,7 @@ class Worker:
         )
         metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
         metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
-        if o.state == "succeeded":
+        if o.state == RunState.SUCCEEDED:
             metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
         if pending.snapshot is not None:
             # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
