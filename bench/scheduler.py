@@ -20,6 +20,7 @@ on one instant, with its default 1 s misfire grace, and prints both.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import tempfile
@@ -165,11 +166,13 @@ def bench_schedctl(
             terms_seen.add(result.term)
         return result
 
-    scheduler_mod.sql.dispatch = timed_dispatch  # type: ignore[assignment]
+    scheduler_mod.dispatch.dispatch = timed_dispatch  # type: ignore[assignment]
     scheduler_mod.lease.acquire_or_renew = timed_renew  # type: ignore[assignment]
-    scheduler_mod.sql.advance = timed_advance  # type: ignore[assignment]
+    scheduler_mod.dispatch.advance = timed_advance  # type: ignore[assignment]
     settings = SchedulerSettings(identity=default_identity())
-    sched = Scheduler(store, settings, lambda: jobs, SystemClock(), jobs=jobs)
+    sched = Scheduler(
+        store, settings, lambda: jobs, SystemClock(), jobs=jobs, after_take_over=gc.freeze
+    )  # as serve does
     if profile:
         import cProfile
 
@@ -251,9 +254,9 @@ def bench_schedctl(
         pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
     if bare_insert and out["claimed"]:
         out.update(bare_insert_s(store, settings.batch_size))
-    scheduler_mod.sql.dispatch = real_dispatch  # type: ignore[assignment]
+    scheduler_mod.dispatch.dispatch = real_dispatch  # type: ignore[assignment]
     scheduler_mod.lease.acquire_or_renew = real_renew  # type: ignore[assignment]
-    scheduler_mod.sql.advance = real_advance  # type: ignore[assignment]
+    scheduler_mod.dispatch.advance = real_advance  # type: ignore[assignment]
     store.dispose()
     private.drop()
     return out

@@ -18,24 +18,16 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
+
+from schedctl.outcome import StopReason
 
 log = logging.getLogger("schedctl.executor")
 
 DEFAULT_PATH = "/usr/bin:/bin"  # cron's default PATH
 DEFAULT_SHELL = "/bin/sh"  # cron runs commands with /bin/sh unless the crontab sets SHELL
 PIPE_HELD_GRACE = 1.0  # seconds a finished job's leftover children may keep its output pipe open
-
-
-class StopReason(StrEnum):
-    """Why a worker stopped a run's process (``Execution.stop_reason``); the worker maps it to the run's end."""
-
-    TIMEOUT = "timeout"  # still running at its deadline: the run ends timed_out
-    CANCELLED = "cancelled"  # `schedctl cancel` or a `replace` successor asked: the run ends cancelled
-    LOST = "lost"  # the worker's claim was fenced (another attempt owns the row): nothing is written
-    SHUTDOWN = "shutdown"  # the worker is stopping at once: the run is released to be claimed again
 
 
 _READ_CHUNK = 65536
@@ -346,10 +338,10 @@ class Execution:
         return self._monotonic() - self.started
 
     # -- signals -------------------------------------------------------------------------------------------
-    def stop(self, reason: StopReason | str, grace: float | None = None) -> None:
+    def stop(self, reason: StopReason, grace: float | None = None) -> None:
         """SIGTERM to the process group now; SIGKILL when the grace period is over."""
         if self.stop_reason is None:
-            self.stop_reason = StopReason(reason)  # a str from callers not yet on the enum (worker.py)
+            self.stop_reason = reason
         if self.kill_at is not None or self.done():
             return
         self.kill_at = self._monotonic() + (self.grace_period if grace is None else grace)

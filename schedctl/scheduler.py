@@ -16,7 +16,6 @@ instants as any other.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import logging
 import threading
@@ -26,14 +25,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from schedctl import lease, planner
+from schedctl.backoff import Backoff
 from schedctl.clock import Clock
 from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreConflict, StoreError
 from schedctl.job import Job
 from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
 from schedctl.settings import SchedulerSettings
-from schedctl.store import Store
-from schedctl.store import dispatch as sql
+from schedctl.store import Store, dispatch
 from schedctl.store.dispatch import Fence, JobState, StateChange
 
 log = logging.getLogger("schedctl.scheduler")
@@ -57,6 +56,7 @@ class Scheduler:
         clock: Clock,
         jobs: dict[str, Job] | None = None,
         db_clock: bool = True,
+        after_take_over: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -73,12 +73,16 @@ class Scheduler:
         self._next_renew = 0.0
         self._anchor: tuple[datetime, float] | None = None  # (database now, monotonic) at the last renewal
         self._db_down = False
-        self._backoff = BACKOFF_MIN
+        self._backoff = Backoff(BACKOFF_MIN, settings.renew_interval)
+        self._after_take_over = after_take_over  # serve: gc.freeze() once the term's plan is built
+        self._row_values = dispatch.RowValues()
+        # job id -> its counter child: labels() costs more than inc() on a big pass
+        self._dispatched: dict[str, Any] = {}
         self._standing_by: tuple[str | None, int | None] | None = None  # the holder we last said we wait for
         self._buffer: list[planner.Tick] = []
         self._refusals: dict[str, str] = {}
         # Job id -> newest tick claimed by this pass's committed batches whose last_dispatched is not yet
-        # written: a pass of many batches commits its claims first (see ``sql.dispatch``).
+        # written: a pass of many batches commits its claims first (see ``dispatch.dispatch``).
         self._unadvanced: dict[str, datetime] = {}
         self.passes = 0
         self.on_queued: Callable[[], None] = lambda: None  # `--role all`: nudge this process's worker
@@ -192,7 +196,7 @@ class Scheduler:
         finished = self.clock.monotonic()
         if self._db_down:
             self._db_down = False
-            self._backoff = BACKOFF_MIN
+            self._backoff.reset()
             log.info("database reachable again", extra={"event": "db_available"})
         self._next_renew = started + s.renew_interval
         if not result.held:
@@ -265,8 +269,8 @@ class Scheduler:
             )
         if self._term is not None:
             self._lost("database unavailable")
-        self._next_renew = self.clock.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self.settings.renew_interval)
+        self._next_renew = self.clock.monotonic() + self._backoff.delay
+        self._backoff.grow()
 
     def resign(self) -> None:
         if self._term is None:
@@ -294,7 +298,7 @@ class Scheduler:
         """Rebuild the plan from job_state: each job resumes from its persisted last dispatched tick."""
         jobs = self._jobs or {}
         now = self.now()
-        states = sql.load_states(self.store)
+        states = dispatch.load_states(self.store)
         plan = Plan()
         changes: list[StateChange] = []
         rejoin: list[tuple[Job, JobState]] = []
@@ -313,20 +317,18 @@ class Scheduler:
                 rejoin.append((job, state))
         for group in plan.groups.values():
             plan.push(group)
-        sql.prepare(jobs.values())
+        self._row_values.prepare(jobs.values())
         for job_id in jobs:
-            if job_id not in _DISPATCHED:
-                _DISPATCHED[job_id] = metrics.TICKS_DISPATCHED.labels(job_id)
+            if job_id not in self._dispatched:
+                self._dispatched[job_id] = metrics.TICKS_DISPATCHED.labels(job_id)
         for start in range(0, len(changes), self.settings.batch_size):
             if not self._yield_to_renewal():
                 return
-            sql.record_changes(
+            dispatch.record_changes(
                 self.store, self._fence(), changes[start : start + self.settings.batch_size], now
             )
         self._plan = plan
-        # The job definitions and the plan live as long as this term: move them out of the cyclic GC's
-        # generations, or every collection during a 100,000-row pass rescans them (~20% of its CPU).
-        gc.freeze()
+        self._after_take_over()
         self._catch_up(rejoin, now)
         self._flush()
 
@@ -412,12 +414,19 @@ class Scheduler:
                 del self._refusals[job_id]
         assert self._jobs is not None
         defer = not final or bool(self._unadvanced)
-        result = sql.dispatch(
-            self.store, self._fence(), batch, self._jobs, self.now(), refusals, advance=not defer
+        result = dispatch.dispatch(
+            self.store,
+            self._fence(),
+            batch,
+            self._jobs,
+            self.now(),
+            refusals,
+            advance=not defer,
+            row_values=self._row_values,
         )
         if result.queued:
             self.on_queued()
-        _count(result, refusals)
+        self._count(result, refusals)
         if defer:
             for job_id, at in result.newest.items():
                 seen = self._unadvanced.get(job_id)
@@ -434,7 +443,7 @@ class Scheduler:
         for start in range(0, len(pending), size):
             if not self._yield_to_renewal():
                 return
-            sql.advance(self.store, self._fence(), dict(pending[start : start + size]), self.now())
+            dispatch.advance(self.store, self._fence(), dict(pending[start : start + size]), self.now())
 
     def _yield_to_renewal(self) -> bool:
         """Between two batches: renew when due, so 100,000 due ticks never cost the lease.
@@ -457,7 +466,7 @@ class Scheduler:
         """Notice `schedctl pause/resume/replay` within a renew interval: a query of the few held rows."""
         plan, jobs = self._plan, self._jobs or {}
         assert plan is not None
-        held = sql.load_held(self.store)
+        held = dispatch.load_held(self.store)
         now_held = {j for j in held if j in jobs}
         released = plan.db_held - now_held
         plan.db_held = now_held
@@ -465,7 +474,7 @@ class Scheduler:
         back = [j for j in released if j not in plan.held and j in jobs]
         if not back:
             return
-        states = sql.load_states_for(self.store, back)
+        states = dispatch.load_states_for(self.store, back)
         self._catch_up(((jobs[j], states[j]) for j in back if j in states), self.now())
 
     def _apply_reload(self) -> None:
@@ -492,6 +501,25 @@ class Scheduler:
         self._buffer.clear()
         log.info("reloaded %d jobs", len(jobs), extra={"event": "reloaded"})
 
+    def _count(self, result: dispatch.DispatchResult, refusals: dict[str, str]) -> None:
+        # Beyond the metrics' job limit most ids share one child ("_other"): add per child, not per tick.
+        per_child: dict[int, list[Any]] = {}
+        for job_id, n in Counter(t.job_id for t in result.queued).items():
+            child = self._dispatched.get(job_id)
+            if child is None:
+                child = self._dispatched[job_id] = metrics.TICKS_DISPATCHED.labels(job_id)
+            entry = per_child.get(id(child))
+            if entry is None:
+                per_child[id(child)] = [child, n]
+            else:
+                entry[1] += n
+        for child, n in per_child.values():
+            child.inc(n)
+        for (job_id, reason), n in Counter((t.job_id, str(t.reason)) for t in result.skipped).items():
+            metrics.TICKS_MISSED.labels(job_id, reason).inc(n)
+        for job_id in refusals:
+            metrics.TICKS_REFUSED.labels(job_id).inc()
+
 
 def _change_for(job: Job, state: JobState | None) -> StateChange | None:
     if state is None:
@@ -506,26 +534,3 @@ def _change_for(job: Job, state: JobState | None) -> StateChange | None:
         kind = "paused" if job.paused else "resumed"
         return StateChange(job.id, kind, paused_by_file=job.paused, detail="job file")
     return None
-
-
-_DISPATCHED: dict[str, Any] = {}  # job id -> its counter child: labels() costs more than inc() on a big pass
-
-
-def _count(result: sql.DispatchResult, refusals: dict[str, str]) -> None:
-    # Beyond the metrics' job limit most ids share one child ("_other"): add per child, not per tick.
-    per_child: dict[int, list[Any]] = {}
-    for job_id, n in Counter(t.job_id for t in result.queued).items():
-        child = _DISPATCHED.get(job_id)
-        if child is None:
-            child = _DISPATCHED[job_id] = metrics.TICKS_DISPATCHED.labels(job_id)
-        entry = per_child.get(id(child))
-        if entry is None:
-            per_child[id(child)] = [child, n]
-        else:
-            entry[1] += n
-    for child, n in per_child.values():
-        child.inc(n)
-    for (job_id, reason), n in Counter((t.job_id, str(t.reason)) for t in result.skipped).items():
-        metrics.TICKS_MISSED.labels(job_id, reason).inc(n)
-    for job_id in refusals:
-        metrics.TICKS_REFUSED.labels(job_id).inc()

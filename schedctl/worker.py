@@ -23,17 +23,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from schedctl.backoff import Backoff
 from schedctl.clock import Clock
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
 from schedctl.groupguard import GroupGuard
 from schedctl.hooks import Hooks
+from schedctl.job import RunState
 from schedctl.mail import Mailer
 from schedctl.observability import health, metrics
+from schedctl.outcome import RunResult, StopReason, outcome_for
 from schedctl.registry import Registry
 from schedctl.settings import WorkerSettings
-from schedctl.store import Store, wake
-from schedctl.store import claims as sql
+from schedctl.store import Store, claims, wake
 
 log = logging.getLogger("schedctl.worker")
 
@@ -51,7 +53,7 @@ SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to sh
 
 @dataclass
 class _Active:
-    claim: sql.ClaimedRun
+    claim: claims.ClaimedRun
     execution: Execution
     lost: bool = False
 
@@ -62,7 +64,7 @@ class _Active:
 
 @dataclass
 class _Pending:
-    outcome: sql.Outcome
+    outcome: claims.Outcome
     duration: float
     since: float = 0.0  # monotonic time it was collected
     snapshot: Mapping[str, Any] | None = None  # for the on_failure / on_success hook once it is recorded
@@ -73,7 +75,7 @@ class Worker:
         self.store = store
         self.settings = settings
         self.clock = clock
-        self.label_keys = sql.label_keys(settings.labels)
+        self.label_keys = claims.label_keys(settings.labels)
         self._active: dict[tuple[Any, Any], _Active] = {}
         self._pending: list[_Pending] = []
         self._touched: set[str] = set()
@@ -98,7 +100,7 @@ class Worker:
         self._next_beat = 0.0
         self._next_write = 0.0
         self._next_prune = clock.monotonic() + settings.prune_interval
-        self._backoff = {"claim": BACKOFF_MIN, "beat": BACKOFF_MIN, "write": BACKOFF_MIN}
+        self._backoff = {what: Backoff(BACKOFF_MIN, BACKOFF_MAX) for what in ("claim", "beat", "write")}
         self._db_down = False
         self._draining = False
         self._drained_at: float | None = None
@@ -318,9 +320,9 @@ class Worker:
         take_stale = free > 0 and began >= self._next_stale_check
         try:
             with self.store.begin() as conn:
-                written = sql.record_many(conn, [p.outcome for p in batch])
+                written = claims.record_many(conn, [p.outcome for p in batch])
                 claimed = (
-                    sql.claim(
+                    claims.claim(
                         conn,
                         self.settings.identity,
                         free,
@@ -337,11 +339,11 @@ class Worker:
                 if not isinstance(exc, StoreUnavailable | StoreConflict):
                     self._rejected(batch, exc)
                 self._store_failed("write", exc)
-                self._next_write = now + self._backoff["write"]
+                self._next_write = now + self._backoff["write"].delay
             if free > 0:
                 self._store_failed("claim", exc)
                 self._claim_now = False
-                self._next_claim = now + self._backoff["claim"]
+                self._next_claim = now + self._backoff["claim"].delay
             return
         now = self.clock.monotonic()
         if batch:
@@ -382,7 +384,7 @@ class Worker:
             extra={"event": "outcome_rejected"},
         )
 
-    def _start(self, run: sql.ClaimedRun) -> None:
+    def _start(self, run: claims.ClaimedRun) -> None:
         ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
         extra = ident.log_extra
         if run.took_over_from is not None:
@@ -392,8 +394,12 @@ class Worker:
                 extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
             )
         if not run.snapshot:
-            outcome = sql.Outcome(
-                run.job_id, run.scheduled_for, run.attempt, "failed", error="the run carries no job snapshot"
+            outcome = claims.Outcome(
+                run.job_id,
+                run.scheduled_for,
+                run.attempt,
+                RunState.FAILED,
+                error="the run carries no job snapshot",
             )
             self._pending.append(_Pending(outcome, 0.0, self.clock.monotonic()))
             return
@@ -424,7 +430,7 @@ class Worker:
             extra={"event": "run_started", "pid": execution.pid, **extra},
         )
 
-    def _note_user(self, run: sql.ClaimedRun) -> None:
+    def _note_user(self, run: claims.ClaimedRun) -> None:
         """Say once per job that its ``user`` is informational here (the scheduler says so at start too)."""
         user = (run.snapshot or {}).get("user")
         if not user or run.job_id in self._user_noted:
@@ -454,17 +460,17 @@ class Worker:
                 saves.append((active, value))
         try:
             with self.store.begin() as conn:
-                result = sql.heartbeat(conn, self.settings.identity, [a.beat_key for a in held])
+                result = claims.heartbeat(conn, self.settings.identity, [a.beat_key for a in held])
                 lost = set(result.lost)
                 for active, value in saves:
                     if active.claim.key not in lost:
-                        sql.save_checkpoint(conn, *active.beat_key, value)
+                        claims.save_checkpoint(conn, *active.beat_key, value)
         except StoreError as exc:
             for active, _ in saves:
                 active.execution.reread_checkpoint()
             self._store_failed("beat", exc)
             self._next_beat = self.clock.monotonic() + min(
-                self._backoff["beat"], self.settings.heartbeat_interval
+                self._backoff["beat"].delay, self.settings.heartbeat_interval
             )
             return
         self._store_ok("beat")
@@ -478,7 +484,7 @@ class Worker:
                     "cancel requested: stopping the run",
                     extra={"event": "run_cancel", **active.execution.run.log_extra},
                 )
-            active.execution.stop("cancelled")
+            active.execution.stop(StopReason.CANCELLED)
 
     def _lose(self, active: _Active) -> None:
         if active.lost:
@@ -488,7 +494,7 @@ class Worker:
             "run was taken over by another worker: stopping this copy and recording nothing",
             extra={"event": "run_lost", **active.execution.run.log_extra},
         )
-        active.execution.stop("lost")
+        active.execution.stop(StopReason.LOST)
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _collect(self) -> None:
@@ -509,47 +515,32 @@ class Worker:
             execution = active.execution
             if self._guard is not None and execution.pid is not None:
                 self._guard.forget(execution.pid)
-            if not active.lost:
+            outcome = self._outcome(active)
+            if outcome is not None:
                 self._pending.append(
-                    _Pending(
-                        self._outcome(active),
-                        execution.duration(),
-                        self.clock.monotonic(),
-                        execution.snapshot,
-                    )
+                    _Pending(outcome, execution.duration(), self.clock.monotonic(), execution.snapshot)
                 )
             execution.cleanup()
         metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
         if self._more_waiting and len(self._active) < self.settings.slots:
             self._claim_now = True
 
-    def _outcome(self, active: _Active) -> sql.Outcome:
-        run, execution = active.claim, active.execution
-        snapshot = execution.snapshot
+    def _outcome(self, active: _Active) -> claims.Outcome | None:
+        if active.lost:
+            return None  # its new holder records the result; no need to read this copy's checkpoint or output
+        execution = active.execution
         checkpoint = execution.final_checkpoint()
-        base: dict[str, Any] = {
-            "job_id": run.job_id,
-            "scheduled_for": run.scheduled_for,
-            "attempt": run.attempt,
-            "exit_status": execution.returncode,
-            "output_tail": execution.tail.text(),
-            "checkpoint": None if checkpoint is NO_CHECKPOINT else checkpoint,
-            "save_checkpoint": checkpoint is not NO_CHECKPOINT,
-        }
-        reason = execution.stop_reason
-        if reason == "shutdown":
-            return sql.Outcome(state="queued", **base)
-        if reason == "cancelled":
-            return sql.Outcome(state="cancelled", error="cancelled on request", reason="cancelled", **base)
-        if reason == "timeout":
-            return sql.Outcome(state="timed_out", error=f"timed out after {snapshot.get('timeout')}s", **base)
-        if execution.start_error is None and execution.returncode == 0:
-            return sql.Outcome(state="succeeded", **base)
-        error = execution.start_error or f"exited with status {execution.returncode}"
-        if run.failures < int(snapshot.get("retries") or 0):
-            backoff = float(snapshot.get("retry_backoff") or 0.0) * (2**run.failures)
-            return sql.Outcome(state="queued", retry_after=backoff, error=error, **base)
-        return sql.Outcome(state="failed", error=error, **base)
+        result = RunResult(
+            snapshot=execution.snapshot,
+            stop_reason=execution.stop_reason,
+            returncode=execution.returncode,
+            start_error=execution.start_error,
+            output_tail=execution.tail.text(),
+            checkpoint=None if checkpoint is NO_CHECKPOINT else checkpoint,
+            checkpoint_written=checkpoint is not NO_CHECKPOINT,
+            lost=active.lost,
+        )
+        return outcome_for(active.claim, result)
 
     def _recorded(self, pending: _Pending, ok: bool) -> None:
         o = pending.outcome
@@ -561,22 +552,22 @@ class Worker:
             )
             return
         self._touched.add(o.job_id)
-        if self.settings.log_output and not (o.state == "queued" and o.retry_after is None):
+        if self.settings.log_output and not (o.state == RunState.QUEUED and o.retry_after is None):
             _log_output(o, extra)
-        if o.state == "queued" and o.retry_after is not None:
+        if o.state == RunState.QUEUED and o.retry_after is not None:
             log.warning(
                 "run failed (%s); retry in %.3gs",
                 o.error,
                 o.retry_after,
-                extra={"event": "run_retry_scheduled", "state": "queued", **extra},
+                extra={"event": "run_retry_scheduled", "state": RunState.QUEUED, **extra},
             )
             return
-        if o.state == "queued":
+        if o.state == RunState.QUEUED:
             log.info(
                 "run handed back for another worker to resume", extra={"event": "run_handed_back", **extra}
             )
             return
-        level = logging.INFO if o.state == "succeeded" else logging.WARNING
+        level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
         log.log(
             level,
             "run %s in %.3fs",
@@ -586,7 +577,7 @@ class Worker:
         )
         metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
         metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
-        if o.state == "succeeded":
+        if o.state == RunState.SUCCEEDED:
             metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
         if pending.snapshot is not None:
             # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
@@ -617,7 +608,7 @@ class Worker:
             )
         for active in self._active.values():
             if not active.lost:
-                active.execution.stop("shutdown")
+                active.execution.stop(StopReason.SHUTDOWN)
 
     def _kill_all(self) -> None:
         self._killed = True
@@ -629,7 +620,7 @@ class Worker:
         jobs = sorted(self._touched)
         try:
             with self.store.begin() as conn:
-                pruned = sql.prune(
+                pruned = claims.prune(
                     conn,
                     jobs,
                     self.settings.successful_history,
@@ -702,12 +693,12 @@ class Worker:
                 extra={"event": "store_unavailable"},
             )
         self._db_down = True
-        self._backoff[what] = min(self._backoff[what] * 2, BACKOFF_MAX)
+        self._backoff[what].grow()
         if what == "beat" or what == "write":
             self._drop_listener()
 
     def _store_ok(self, what: str) -> None:
-        self._backoff[what] = BACKOFF_MIN
+        self._backoff[what].reset()
         if self._db_down:
             self._db_down = False
             log.info("database reachable again", extra={"event": "store_available"})
@@ -731,7 +722,7 @@ class Worker:
         health.unregister("worker")
 
 
-def _log_output(o: sql.Outcome, extra: dict[str, Any]) -> None:
+def _log_output(o: claims.Outcome, extra: dict[str, Any]) -> None:
     """``serve --log-output``: the run's stored output tail in the log, where a one-machine user looks."""
     tail = (o.output_tail or "").rstrip("\n")
     log.info(

@@ -31,15 +31,20 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from schedctl.job import Job, labels_key
+from schedctl.job import Job, RunState, labels_key
+from schedctl.outcome import Outcome  # re-exported: the store writes what the policy decides
 from schedctl.settings import DEFAULT_KEEP_MISSED
 from schedctl.store import missedrecord
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
 from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state
 
 MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
-FAILED_STATES = ("failed", "timed_out", "cancelled")  # kept under the failed-history limit
-FINISHED_STATES = ("succeeded", *FAILED_STATES)
+FAILED_STATES = (
+    RunState.FAILED,
+    RunState.TIMED_OUT,
+    RunState.CANCELLED,
+)  # kept under the failed-history limit
+FINISHED_STATES = (RunState.SUCCEEDED, *FAILED_STATES)
 
 RunKey = tuple[str, datetime]  # (job_id, scheduled_for)
 
@@ -60,23 +65,6 @@ class ClaimedRun:
     @property
     def key(self) -> RunKey:
         return (self.job_id, self.scheduled_for)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a worker writes when its copy of a run ended. ``state`` "queued" means retry or hand back."""
-
-    job_id: str
-    scheduled_for: datetime
-    attempt: int
-    state: str
-    exit_status: int | None = None
-    output_tail: str | None = None
-    error: str | None = None
-    checkpoint: Any = None
-    save_checkpoint: bool = False
-    retry_after: float | None = None  # seconds; a retry counts a failure, a hand back does not
-    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,7 +188,7 @@ def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
 def _claim_update(identity: str, exclusive: bool) -> Any:
     r = job_runs.c
     return update(job_runs).values(
-        state="running",
+        state=RunState.RUNNING,
         attempt=r.attempt + 1,
         worker=identity,
         heartbeat_at=db_now(),
@@ -233,7 +221,7 @@ def _claimed(row: Any) -> ClaimedRun:
         snapshot=row["snapshot"],
         checkpoint=row["checkpoint"],
         manual=bool(row["manual"]),
-        took_over_from=row["worker"] if row["state"] == "running" else None,
+        took_over_from=row["worker"] if row["state"] == RunState.RUNNING else None,
     )
 
 
@@ -248,7 +236,7 @@ def heartbeat(conn: Connection, identity: str, runs: Sequence[tuple[str, datetim
     r = job_runs.c
     conn.execute(
         update(job_runs)
-        .where(_keys_in((r.job_id, r.scheduled_for, r.attempt), runs), r.state == "running")
+        .where(_keys_in((r.job_id, r.scheduled_for, r.attempt), runs), r.state == RunState.RUNNING)
         .values(heartbeat_at=db_now())
     )
     current = conn.execute(
@@ -259,7 +247,7 @@ def heartbeat(conn: Connection, identity: str, runs: Sequence[tuple[str, datetim
     held = {
         (row.job_id, row.scheduled_for, row.attempt): bool(row.cancel_requested)
         for row in current
-        if row.state == "running" and row.worker == identity
+        if row.state == RunState.RUNNING and row.worker == identity
     }
     lost = [(j, s) for j, s, a in runs if (j, s, a) not in held]
     cancel = [(j, s) for j, s, a in runs if held.get((j, s, a))]
@@ -271,7 +259,10 @@ def save_checkpoint(conn: Connection, job_id: str, scheduled_for: datetime, atte
     result = conn.execute(
         update(job_runs)
         .where(
-            r.job_id == job_id, r.scheduled_for == scheduled_for, r.attempt == attempt, r.state == "running"
+            r.job_id == job_id,
+            r.scheduled_for == scheduled_for,
+            r.attempt == attempt,
+            r.state == RunState.RUNNING,
         )
         .values(checkpoint=value, checkpoint_at=db_now())  # its age is a running run's progress in `top`
     )
@@ -307,7 +298,7 @@ def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
         (row.job_id, row.scheduled_for, row.attempt)
         for row in conn.execute(
             select(r.job_id, r.scheduled_for, r.attempt).where(
-                _keys_in((r.job_id, r.scheduled_for, r.attempt), keys), r.state != "running"
+                _keys_in((r.job_id, r.scheduled_for, r.attempt), keys), r.state != RunState.RUNNING
             )
         )
     }
@@ -315,10 +306,10 @@ def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
 
 
 def _shape(outcome: Outcome) -> tuple[str, bool]:
-    if outcome.state == "queued":
+    if outcome.state == RunState.QUEUED:
         kind = "retry" if outcome.retry_after is not None else "hand_back"
     else:
-        kind = "failed" if outcome.state == "failed" else "finished"
+        kind = "failed" if outcome.state == RunState.FAILED else "finished"
     return kind, outcome.save_checkpoint
 
 
@@ -350,7 +341,7 @@ def _record_statement(kind: str, with_checkpoint: bool) -> Any:
     if with_checkpoint:
         values["checkpoint"] = bindparam("b_checkpoint", type_=job_runs.c.checkpoint.type)
     if kind in ("retry", "hand_back"):
-        values.update(state="queued", worker=None, heartbeat_at=None)
+        values.update(state=RunState.QUEUED, worker=None, heartbeat_at=None)
     if kind == "retry":
         values.update(
             failures=r.failures + 1,
@@ -376,7 +367,7 @@ def _record_statement(kind: str, with_checkpoint: bool) -> Any:
             r.job_id == bindparam("b_job_id"),
             r.scheduled_for == bindparam("b_scheduled_for"),
             r.attempt == bindparam("b_attempt"),
-            r.state == "running",
+            r.state == RunState.RUNNING,
         )
         .values(**values)
     )
@@ -411,7 +402,7 @@ def _prune_job(
 ) -> int:
     r = job_runs.c
     doomed: list[datetime] = []
-    for states, keep in ((("succeeded",), keep_succeeded), (FAILED_STATES, keep_failed)):
+    for states, keep in (((RunState.SUCCEEDED,), keep_succeeded), (FAILED_STATES, keep_failed)):
         rows = conn.execute(
             select(r.scheduled_for)
             .where(r.job_id == job_id, r.state.in_(states))
@@ -423,7 +414,7 @@ def _prune_job(
         return 0
     mark = max(doomed) + timedelta(microseconds=1)
     skipped = conn.execute(
-        select(func.count()).where(r.job_id == job_id, r.state == "skipped", r.scheduled_for < mark)
+        select(func.count()).where(r.job_id == job_id, r.state == RunState.SKIPPED, r.scheduled_for < mark)
     ).scalar_one()
     missedrecord.fold_before(conn, job_id, mark, doomed, keep_missed)
     deleted = int(skipped)
@@ -466,7 +457,7 @@ def queue_runs(conn: Connection, job: Job, instants: Iterable[datetime], manual:
         {
             "job_id": job.id,
             "scheduled_for": at,
-            "state": "queued",
+            "state": RunState.QUEUED,
             "manual": manual,
             "term": None,
             "attempt": 0,

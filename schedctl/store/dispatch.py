@@ -160,6 +160,7 @@ def dispatch(
     now: datetime,
     refusals: Mapping[str, str] | None = None,
     advance: bool = True,
+    row_values: RowValues | None = None,
 ) -> DispatchResult:
     """Claim ``ticks`` in one fenced transaction and move each job's last dispatched tick forward.
 
@@ -168,10 +169,12 @@ def dispatch(
     holds them): a pass of many batches commits every claim first and its bookkeeping after. That order
     is safe because the run rows are the claims: a watermark behind them only makes a new leader
     re-decide ticks that the primary key then ignores, while one ahead of them would lose ticks.
+    ``row_values``: the caller's cache of each definition's row values (a scheduler keeps one).
     """
     # One look-up per tick for everything its job contributes (row values, forbid, replace): a batch of a
     # 100,000-job boundary spends its client time here, not in the database.
-    statics = [_static(jobs[t.job_id]) for t in ticks]
+    values = RowValues() if row_values is None else row_values
+    statics = [values.of(jobs[t.job_id]) for t in ticks]
     with _fenced(store, fence) as conn:
         decided = _apply_concurrency(conn, ticks, statics)
         result = DispatchResult(
@@ -321,34 +324,39 @@ _QUEUED = RunState.QUEUED
 
 # (snapshot as JSON text, labels_key, str(concurrency), concurrency): what every run row of a definition shares.
 _Static = tuple[str, str, str, Concurrency]
-_STATIC: dict[str, tuple[Job, _Static]] = {}
-# Identical snapshots (a thousand jobs running the same command) share one string.
-_SHARED: dict[str, str] = {}
 
 
-def prepare(jobs: Iterable[Job]) -> None:
-    """Compute each definition's shared row values ahead of time, so a boundary pass only copies them."""
-    live: set[str] = set()
-    for job in jobs:
-        _static(job)
-        live.add(job.id)
-    # A reload drops definitions: forget their values with them.
-    for job_id in [j for j in _STATIC if j not in live]:
-        del _STATIC[job_id]
-    if len(_SHARED) > 2 * len(_STATIC):
-        _SHARED.clear()
-        _SHARED.update((v[1][0], v[1][0]) for v in _STATIC.values())
+class RowValues:
+    """What every run row of a job definition shares, computed once per definition, not once per tick.
 
+    One per scheduler: ``prepare`` at each take-over or reload, so a boundary pass only copies them.
+    """
 
-def _static(job: Job) -> _Static:
-    """What every run row of a job definition shares, computed once per definition, not once per tick."""
-    cached = _STATIC.get(job.id)
-    if cached is None or cached[0] is not job:
-        text = json.dumps(job.snapshot())
-        text = _SHARED.setdefault(text, text)
-        cached = (job, (text, job.labels_key, str(job.concurrency), job.concurrency))
-        _STATIC[job.id] = cached
-    return cached[1]
+    def __init__(self) -> None:
+        self._by_job: dict[str, tuple[Job, _Static]] = {}
+        # Identical snapshots (a thousand jobs running the same command) share one string.
+        self._shared: dict[str, str] = {}
+
+    def prepare(self, jobs: Iterable[Job]) -> None:
+        live: set[str] = set()
+        for job in jobs:
+            self.of(job)
+            live.add(job.id)
+        # A reload drops definitions: forget their values with them.
+        for job_id in [j for j in self._by_job if j not in live]:
+            del self._by_job[job_id]
+        if len(self._shared) > 2 * len(self._by_job):
+            self._shared.clear()
+            self._shared.update((v[1][0], v[1][0]) for v in self._by_job.values())
+
+    def of(self, job: Job) -> _Static:
+        cached = self._by_job.get(job.id)
+        if cached is None or cached[0] is not job:
+            text = json.dumps(job.snapshot())
+            text = self._shared.setdefault(text, text)
+            cached = (job, (text, job.labels_key, str(job.concurrency), job.concurrency))
+            self._by_job[job.id] = cached
+        return cached[1]
 
 
 def newest_ticks(ticks: Iterable[Tick]) -> dict[str, datetime]:

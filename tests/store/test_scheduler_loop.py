@@ -223,13 +223,13 @@ def test_a_pass_of_many_batches_commits_every_claim_before_its_bookkeeping(
     clock, s = _defined_in_batches_of_50(store, 120)
     tick = datetime(2026, 3, 2, 10, 1, tzinfo=UTC)
     seen_at_advance: list[tuple[int, int]] = []
-    real_advance = scheduler_mod.sql.advance
+    real_advance = scheduler_mod.dispatch.advance
 
     def watching_advance(store_: Any, fence: Any, newest: Any, now: datetime) -> None:
         seen_at_advance.append((_count_rows(store, tick), len(newest)))
         real_advance(store_, fence, newest, now)
 
-    monkeypatch.setattr(scheduler_mod.sql, "advance", watching_advance)
+    monkeypatch.setattr(scheduler_mod.dispatch, "advance", watching_advance)
     clock.set(T0 + timedelta(seconds=60))
     s.turn()
     # Three batches of claims (50, 50, 20), then the 120 watermarks in batches of 50.
@@ -246,19 +246,19 @@ def test_a_pass_that_fails_before_its_bookkeeping_loses_no_tick_and_claims_none_
 
     clock, s = _defined_in_batches_of_50(store, 120)
     defined = _watermarks(store)
-    real_advance = scheduler_mod.sql.advance
+    real_advance = scheduler_mod.dispatch.advance
 
     def database_gone(*_args: Any) -> None:
         raise StoreError("connection lost")
 
-    monkeypatch.setattr(scheduler_mod.sql, "advance", database_gone)
+    monkeypatch.setattr(scheduler_mod.dispatch, "advance", database_gone)
     clock.set(T0 + timedelta(seconds=60))
     s.turn()
     tick = datetime(2026, 3, 2, 10, 1, tzinfo=UTC)
     assert not s.leading  # it stopped dispatching on the error
     assert _count_rows(store, tick) == 120 and _watermarks(store) == defined  # claims in, watermarks behind
 
-    monkeypatch.setattr(scheduler_mod.sql, "advance", real_advance)
+    monkeypatch.setattr(scheduler_mod.dispatch, "advance", real_advance)
     clock.advance(2)
     s.turn()  # leads again, rebuilds from the old watermarks and re-decides 10:01: the primary key ignores it
     assert s.leading

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from schedctl.executor import NO_CHECKPOINT, Execution, OutputTail, RunIdentity
+from schedctl.outcome import StopReason
 
 RUN = RunIdentity("nightly-export", datetime(2026, 3, 29, 1, 30, 0, 5000, tzinfo=UTC), 3)
 
@@ -143,7 +144,7 @@ def test_sigterm_lets_a_job_exit_cleanly_inside_its_grace(tmp_path):
         tmp_path / "c.json",
     )
     time.sleep(0.2)
-    execution.stop("shutdown")
+    execution.stop(StopReason.SHUTDOWN)
     deadline = time.monotonic() + 5
     while not execution.done():
         assert time.monotonic() < deadline
