@@ -290,11 +290,7 @@ def inject(kind: str, procs: Processes, engine: Any, partition: float, rng: rand
         fault = Fault(kind, worker, None, link.frozen_at or time.time())
         time.sleep(max(partition, STALE + 3))
     else:
-        held = wait_for(lambda: leader(engine), 30)
-        if held is None:
-            raise RuntimeError("no leader before a leader fault")
-        name, term = held
-        link = procs.links[name]
+        name, term, link = _current_leader(engine, procs)
         if kind == "slow_link":
             link.delay = 1.0
             fault = Fault(kind, name, term, time.time())
@@ -311,16 +307,31 @@ def inject(kind: str, procs: Processes, engine: Any, partition: float, rng: rand
                 time.sleep(rng.uniform(0, procs.renew))
                 link.freeze()
             else:
-                link.freeze_after(*(RENEWAL if kind == "leader_mid_renewal" else FENCE))
-                if not wait_for(lambda: link.frozen, 3 * procs.renew + 5):
+                # The lease row may still name a leader that has just lost the lease (the previous fault's
+                # victim, healed but not yet expired): it sends no renewal or fence, so after a wait the
+                # current leader is looked up again and armed instead; three tries.
+                for _attempt in range(3):
+                    link.freeze_after(*(RENEWAL if kind == "leader_mid_renewal" else FENCE))
+                    if wait_for(lambda armed=link: armed.frozen, 3 * procs.renew + 5):
+                        break
                     link.heal()
-                    raise RuntimeError(f"{kind}: the leader sent no matching statement")
+                    name, term, link = _current_leader(engine, procs)
+                else:
+                    raise RuntimeError(f"{kind}: the leader sent no matching statement in three tries")
             fault = Fault(kind, name, term, link.frozen_at or time.time())
             time.sleep(max(0.0, fault.cut_at + partition - time.time()))
     link.heal()
     fault.healed_at = time.time()
     time.sleep(settle)
     return fault
+
+
+def _current_leader(engine: Any, procs: Any) -> tuple[str, int, Any]:
+    held = wait_for(lambda: leader(engine), 30)
+    if held is None:
+        raise RuntimeError("no leader before a leader fault")
+    name, term = held
+    return name, term, procs.links[name]
 
 
 def fetch(engine: Any) -> tuple[list[Any], list[Any], list[Any]]:
