@@ -277,7 +277,7 @@ def refuse_empty_job_set(jobs: dict[str, Job], path: str | None, store: Any, all
     from schedctl.errors import ConfigError, Diagnostic
     from schedctl.store.schema import job_state
 
-    with store.connect() as conn:
+    with store.read() as conn:
         known = int(conn.execute(select(func.count()).select_from(job_state)).scalar_one())
     if not known:
         return

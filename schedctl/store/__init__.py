@@ -87,8 +87,9 @@ def describe_target(url: str | URL) -> str:
 class Store:
     """An engine plus the transaction discipline every query in schedctl relies on.
 
-    SQLite: every transaction is ``BEGIN IMMEDIATE`` so the check-then-write of a claim cannot interleave
-    with another process's; WAL and a busy timeout let several processes on one host share the file.
+    SQLite: every ``begin()`` is ``BEGIN IMMEDIATE`` so the check-then-write of a claim cannot interleave
+    with another process's; ``read()`` is a deferred ``BEGIN`` (WAL gives it a snapshot), so the read-only
+    commands and samplers never hold the writer lock. WAL and a busy timeout let processes share the file.
     MySQL/MariaDB: READ COMMITTED, so ``SKIP LOCKED`` claims do not take gap locks.
     """
 

@@ -72,7 +72,7 @@ def list_runs(
         query = query.where(r.job_id == job_id)
     if state is not None:
         query = query.where(r.state == state)
-    with store.begin() as conn:
+    with store.read() as conn:
         return [_view(row) for row in conn.execute(query).mappings()]
 
 
@@ -84,7 +84,7 @@ def run_output(store: Store, job_id: str, scheduled_for: datetime | None) -> tup
         query = query.where(r.scheduled_for == scheduled_for)
     else:
         query = query.where(r.started_at.is_not(None)).order_by(r.scheduled_for.desc()).limit(1)
-    with store.begin() as conn:
+    with store.read() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
         raise RunNotFound(_missing(job_id, scheduled_for))
@@ -137,7 +137,7 @@ def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
     if given.microsecond:
         return given
     r = job_runs.c
-    with store.connect() as conn:
+    with store.read() as conn:
         found = list(
             conn.execute(
                 select(r.scheduled_for)
