@@ -32,9 +32,16 @@ def parse_instant(text: str, now: datetime) -> datetime:
     if _AGO.match(value):
         return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_timestamp(value)
     except ValueError:
         raise ValueError(
             f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
         ) from None
+
+
+def parse_timestamp(text: str) -> datetime:
+    """RFC 3339 / ISO 8601 (``Z``, an offset, or none: no offset means UTC, never the host's zone), in UTC.
+    Every time option of every command reads through here. Raises ValueError."""
+    value = text.strip()
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -100,7 +100,7 @@ def instant_option(name: str, help_text: str) -> Callable[[F], F]:
 
 
 def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
-    from schedctl.missed import parse_instant
+    from schedctl.instants import parse_instant
 
     if value is None:
         return None

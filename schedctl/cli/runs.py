@@ -27,11 +27,12 @@ class Instant(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
         if isinstance(value, datetime):
             return value
+        from schedctl.instants import parse_timestamp
+
         try:
-            parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00").replace("z", "+00:00"))
+            return parse_timestamp(str(value))
         except ValueError:
             self.fail(f"{value!r} is not an RFC 3339 time such as 2026-03-01T02:30:00Z", param, ctx)
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 @click.command(context_settings=_CTX)
