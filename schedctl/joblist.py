@@ -10,12 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from schedctl.errors import StoreError
 from schedctl.job import Job
+from schedctl.sqlitefile import is_sqlite, sqlite_path
 from schedctl.zones import load_zone
 
 
@@ -95,24 +94,10 @@ def list_jobs(jobs: Mapping[str, Job], db_url: str | None, now: datetime) -> Lis
 
 def database_exists(url: str) -> bool:
     """False for a SQLite URL whose file is not there (or in-memory); True for a server, which is tried."""
-    path = sqlite_path(url)
-    if path is None:
+    if not is_sqlite(url):
         return True
-    return path not in ("", ":memory:") and Path(path).is_file()
-
-
-def sqlite_path(url: str) -> str | None:
-    """The file of a ``sqlite[+driver]://`` URL ("" for in-memory), None for other databases.
-
-    Parsed by hand, as SQLAlchemy's make_url would, so the "no database yet" case never imports SQLAlchemy.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+")[0].lower() != "sqlite":
-        return None
-    rest = rest.split("?", 1)[0]
-    if not rest.startswith("/"):
-        return ""  # sqlite:// is an in-memory database
-    return unquote(rest[1:])
+    path = sqlite_path(url)
+    return path is not None and path.is_file()
 
 
 def _read_database(db_url: str, job_ids: list[str]) -> tuple[dict[str, Any], dict[str, datetime]]:

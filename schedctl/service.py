@@ -251,10 +251,11 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
 def _refuse_missing_sqlite_file(store: Any, migrate: bool) -> None:
     """Without --migrate a new SQLite file could only be refused for having no schema; connecting to check
     would leave an empty file behind. Say what to run before anything creates it."""
+    from schedctl.sqlitefile import sqlite_path
     from schedctl.store import describe_target, urls
 
-    file = store.sqlite_file
-    if file is None or migrate or file.startswith("file:") or Path(file).exists():
+    path = sqlite_path(store.url)
+    if path is None or migrate or path.exists():
         return
     store.dispose()
     problem = urls.missing_sqlite_folder(store.url)

@@ -23,6 +23,7 @@ from sqlalchemy.exc import (
 )
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
+from schedctl.sqlitefile import sqlite_file, sqlite_path
 from schedctl.store import access, urls
 from schedctl.store.bounds import (
     Bounds,
@@ -98,7 +99,7 @@ class Store:
         self.url = engine.url
         self.dialect = engine.dialect.name  # "sqlite" | "postgresql" | "mysql" (MariaDB reports "mysql")
         # The database file on SQLite; None in memory and on the other backends.
-        self.sqlite_file = _sqlite_file(engine.url)
+        self.sqlite_file = sqlite_file(engine.url)
         self.bounds = Bounds.for_lease()  # what the sessions were told; open_store sets the real ones
 
     @contextlib.contextmanager
@@ -292,12 +293,6 @@ def _ping_when_idle(engine: Engine) -> None:
             raise DisconnectionError("the ping found the connection closed")
 
 
-def _sqlite_file(url: URL) -> str | None:
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return url.database
-
-
 def _set_wal(cursor: Any) -> None:
     """``PRAGMA journal_mode = WAL``, waiting out a writer as busy_timeout would.
 
@@ -331,9 +326,9 @@ def _create_private_file(path: str) -> None:
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "do_connect")
     def _before_connect(_dialect: Any, _record: Any, _cargs: Any, _cparams: Any) -> None:
-        file = _sqlite_file(engine.url)
-        if file is not None and not file.startswith("file:"):
-            _create_private_file(file)
+        path = sqlite_path(engine.url)
+        if path is not None:
+            _create_private_file(str(path))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -341,7 +336,7 @@ def _configure_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if _sqlite_file(engine.url) is not None:
+        if sqlite_file(engine.url) is not None:
             _set_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
