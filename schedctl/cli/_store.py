@@ -73,6 +73,20 @@ def open_checked_store(db_url: str) -> Store:
     return store
 
 
+def open_store_if_present(db_url: str) -> Store | None:
+    """`open_checked_store`, or None when the URL names a SQLite file that is not there (or memory), decided
+    without SQLAlchemy: `jobs` lists definitions before any database exists and must not create one."""
+    from schedctl.sqlitefile import is_sqlite, sqlite_path
+
+    if not db_url:
+        return None
+    if is_sqlite(db_url):
+        path = sqlite_path(db_url)
+        if path is None or not path.is_file():
+            return None
+    return open_checked_store(db_url)
+
+
 @contextlib.contextmanager
 def explained(store: Store) -> Iterator[None]:
     """Store errors raised inside become one line; an unreachable database also says what to check."""
