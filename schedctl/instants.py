@@ -22,6 +22,13 @@ def rfc3339(at: datetime) -> str:
     return at.astimezone(UTC).isoformat()
 
 
+def instant_text(at: datetime) -> str:
+    """An instant as human output writes it: RFC 3339 in UTC with ``Z`` (``2026-03-01T02:30:00Z``, a
+    microsecond key keeps its fraction): what ``SCHEDCTL_SCHEDULED_FOR`` holds and what `cancel`, `logs`
+    and ``--since`` read back."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 _AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
 
 

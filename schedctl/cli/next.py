@@ -123,7 +123,9 @@ def _job_schedule(job_id: str, jobs_path: str, now: datetime) -> Schedule:
 
 
 def _utc(fire: Fire) -> str:
-    return fire.utc.isoformat().replace("+00:00", "Z")
+    from schedctl.instants import instant_text
+
+    return instant_text(fire.utc)
 
 
 def _mark(schedule: Schedule, fire: Fire) -> str:

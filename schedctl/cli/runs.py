@@ -9,6 +9,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.instants import instant_text, rfc3339
 
 if TYPE_CHECKING:
     from schedctl.store.runs import RunView
@@ -89,7 +90,7 @@ def _row(r: RunView, wide: bool) -> list[str]:
     state = f"{r.state} (cancel requested)" if r.cancel_requested and r.state == "running" else r.state
     row = [
         r.job_id,
-        _iso(r.scheduled_for) or "-",
+        instant_text(r.scheduled_for),
         state,
         str(r.attempt),
         r.worker or "-",
@@ -120,7 +121,7 @@ def run(job_id: str, jobs_path: str, db_url: str) -> None:
             key = queue_manual(store, job, now)
     finally:
         store.dispose()
-    click.echo(f"queued {job_id} {_iso(key)}")
+    click.echo(f"queued {job_id} {instant_text(key)}")
 
 
 @click.command(context_settings=_CTX)
@@ -142,7 +143,7 @@ def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
         store.dispose()
     from schedctl.printable import escape_controls
 
-    header = f"# {found.job_id} {_iso(found.scheduled_for)} attempt {found.attempt}: {found.state}"
+    header = f"# {found.job_id} {instant_text(found.scheduled_for)} attempt {found.attempt}: {found.state}"
     click.echo(escape_controls(header), err=True)
     click.echo(text or "", nl=False)
 
@@ -168,7 +169,7 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
             result = cancel_run(store, job_id, scheduled_for)
     finally:
         store.dispose()
-    key = f"{job_id} {_iso(scheduled_for)}"
+    key = f"{job_id} {instant_text(scheduled_for)}"
     if result == "cancelled":
         click.echo(f"cancelled {key}")
     elif result == "cancel_requested":
@@ -180,7 +181,7 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
 
 
 def _iso(at: datetime | None) -> str | None:
-    return at.astimezone(UTC).isoformat() if at is not None else None
+    return rfc3339(at) if at is not None else None
 
 
 def _short(at: datetime | None) -> str:

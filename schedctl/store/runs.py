@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from schedctl.errors import RunNotFound, SchedctlError
+from schedctl.instants import instant_text
 from schedctl.job import Job
 from schedctl.store import Store
 from schedctl.store.claims import queue_runs
@@ -152,14 +153,14 @@ def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
         )
     if len(found) <= 1:
         return found[0] if found else given
-    listed = ", ".join(f.isoformat().replace("+00:00", "Z") for f in found[:10])
+    listed = ", ".join(instant_text(f) for f in found[:10])
     more = " (and more)" if len(found) > 10 else ""
     raise SchedctlError(
-        f"{len(found)} runs of {job_id!r} fall in {given.isoformat()}: {listed}{more}; give one"
+        f"{len(found)} runs of {job_id!r} fall in {instant_text(given)}: {listed}{more}; give one"
     )
 
 
 def _missing(job_id: str, scheduled_for: datetime | None) -> str:
     if scheduled_for is None:
         return f"job {job_id!r} has no run that started"
-    return f"no run of {job_id!r} scheduled for {scheduled_for.isoformat()}"
+    return f"no run of {job_id!r} scheduled for {instant_text(scheduled_for)}"
