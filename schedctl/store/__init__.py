@@ -123,12 +123,14 @@ class Store:
     def read(self) -> Iterator[Connection]:
         """A read-only transaction that never takes SQLite's writer lock (a plain deferred ``BEGIN``), so a
         reader refreshing every second (`schedctl top`) never delays a dispatch or a claim. WAL gives it a
-        consistent snapshot meanwhile. Elsewhere the same as ``connect()``."""
+        consistent snapshot meanwhile. Elsewhere the same as ``connect()``.
+
+        Ends in a rollback, never a commit: a server that ended the transaction while the caller computed
+        between statements (PostgreSQL's idle-in-transaction bound, minutes of fires in `missed`) has already
+        answered every query, and a commit would turn that into an error."""
         try:
             with self.engine.connect() as conn:
-                conn = conn.execution_options(**{READ_ONLY: True})
-                with conn.begin():
-                    yield conn
+                yield conn.execution_options(**{READ_ONLY: True})
         except (OperationalError, DBAPIError) as exc:
             raise translate_error(exc, self.url) from exc
 
