@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from schedctl.instants import instant_text
 from schedctl.outcome import StopReason
 
 log = logging.getLogger("schedctl.executor")
@@ -36,10 +37,6 @@ _PIPE_BUFFER = 65536  # Linux's default pipe capacity
 _NO_CHECKPOINT = object()
 
 
-def iso_utc(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 @dataclass(frozen=True)
 class RunIdentity:
     job_id: str
@@ -48,7 +45,11 @@ class RunIdentity:
 
     @property
     def log_extra(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "scheduled_for": iso_utc(self.scheduled_for), "attempt": self.attempt}
+        return {
+            "job_id": self.job_id,
+            "scheduled_for": instant_text(self.scheduled_for),
+            "attempt": self.attempt,
+        }
 
 
 class OutputTail:
@@ -104,7 +105,7 @@ def job_environment(
             env[name] = source[name]
     env.update({str(k): str(v) for k, v in (snapshot.get("env") or {}).items()})
     env["SCHEDCTL_JOB_ID"] = run.job_id
-    env["SCHEDCTL_SCHEDULED_FOR"] = iso_utc(run.scheduled_for)
+    env["SCHEDCTL_SCHEDULED_FOR"] = instant_text(run.scheduled_for)
     env["SCHEDCTL_ATTEMPT"] = str(run.attempt)
     env["SCHEDCTL_CHECKPOINT_FILE"] = str(checkpoint_file)
     if checkpoint is not None:

@@ -22,6 +22,13 @@ def rfc3339(at: datetime) -> str:
     return at.astimezone(UTC).isoformat()
 
 
+def instant_text(at: datetime) -> str:
+    """An instant as human output writes it: RFC 3339 in UTC with ``Z`` (``2026-03-01T02:30:00Z``, a
+    microsecond key keeps its fraction): what ``SCHEDCTL_SCHEDULED_FOR`` holds and what `cancel`, `logs`
+    and ``--since`` read back."""
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 _AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
 
 
@@ -32,9 +39,16 @@ def parse_instant(text: str, now: datetime) -> datetime:
     if _AGO.match(value):
         return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+        return parse_timestamp(value)
     except ValueError:
         raise ValueError(
             f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
         ) from None
+
+
+def parse_timestamp(text: str) -> datetime:
+    """RFC 3339 / ISO 8601 (``Z``, an offset, or none: no offset means UTC, never the host's zone), in UTC.
+    Every time option of every command reads through here. Raises ValueError."""
+    value = text.strip()
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)

@@ -7,16 +7,17 @@ database is actually read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Any
 
 from schedctl.errors import StoreError
 from schedctl.job import Job
 from schedctl.zones import load_zone
+
+if TYPE_CHECKING:
+    from schedctl.store import Store
 
 
 @dataclass(frozen=True)
@@ -58,17 +59,22 @@ class Listing:
     warning: str | None  # one line for stderr when a database was there but could not be read
 
 
-def list_jobs(jobs: Mapping[str, Job], db_url: str | None, now: datetime) -> Listing:
-    """Rows sorted like ``systemctl list-timers``: by next fire, jobs that will not fire last, then by id."""
+def list_jobs(
+    jobs: Mapping[str, Job], now: datetime, open_database: Callable[[], Store | None] | None = None
+) -> Listing:
+    """Rows sorted like ``systemctl list-timers``: by next fire, jobs that will not fire last, then by id.
+    ``open_database`` gives a checked store, or None when there is no database to read (yet)."""
     from schedctl.cron import schedule_for
 
     last: dict[str, Any] = {}
     paused: dict[str, datetime] = {}
     read, warning = False, None
-    if jobs and db_url and database_exists(db_url):
+    if jobs and open_database is not None:
         try:
-            last, paused = _read_database(db_url, list(jobs))
-            read = True
+            store = open_database()
+            if store is not None:
+                last, paused = _read_database(store, list(jobs))
+                read = True
         except StoreError as exc:
             warning = f"last runs not shown: {exc}".splitlines()[0]
     rows = []
@@ -93,36 +99,10 @@ def list_jobs(jobs: Mapping[str, Job], db_url: str | None, now: datetime) -> Lis
     return Listing(rows=rows, database_read=read, warning=warning)
 
 
-def database_exists(url: str) -> bool:
-    """False for a SQLite URL whose file is not there (or in-memory); True for a server, which is tried."""
-    path = sqlite_path(url)
-    if path is None:
-        return True
-    return path not in ("", ":memory:") and Path(path).is_file()
-
-
-def sqlite_path(url: str) -> str | None:
-    """The file of a ``sqlite[+driver]://`` URL ("" for in-memory), None for other databases.
-
-    Parsed by hand, as SQLAlchemy's make_url would, so the "no database yet" case never imports SQLAlchemy.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.split("+")[0].lower() != "sqlite":
-        return None
-    rest = rest.split("?", 1)[0]
-    if not rest.startswith("/"):
-        return ""  # sqlite:// is an in-memory database
-    return unquote(rest[1:])
-
-
-def _read_database(db_url: str, job_ids: list[str]) -> tuple[dict[str, Any], dict[str, datetime]]:
-    from schedctl.store import open_store
+def _read_database(store: Store, job_ids: list[str]) -> tuple[dict[str, Any], dict[str, datetime]]:
     from schedctl.store.listing import last_runs, paused_in_database
-    from schedctl.store.migrate import require_current
 
-    store = open_store(db_url)
     try:
-        require_current(store)
         return last_runs(store, job_ids), paused_in_database(store, job_ids)
     finally:
         store.dispose()

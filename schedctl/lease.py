@@ -228,13 +228,13 @@ def fence_commit(conn: Connection, name: str, identity: str, term: int, margin: 
 
 
 def current(store: Store, name: str = DEFAULT_LEASE_NAME) -> LeaseState | None:
-    with store.connect() as conn:
+    with store.read() as conn:
         return _state(name, conn.execute(_lease_query(name, full=True)).one_or_none())
 
 
 def history(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> list[Term]:
     """The last ``limit`` terms, newest first."""
-    with store.connect() as conn:
+    with store.read() as conn:
         return _terms(conn, name, limit)
 
 
@@ -270,7 +270,7 @@ class LeaseReport:
 
 
 def report(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> LeaseReport:
-    with store.connect() as conn:
+    with store.read() as conn:
         row = conn.execute(_lease_query(name, full=True)).one_or_none()
         now = row.now if row is not None else conn.execute(select(db_now())).scalar_one()
         terms = _terms(conn, name, limit)
@@ -278,7 +278,7 @@ def report(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> Lea
 
 
 def db_time(store: Store) -> datetime:
-    with store.connect() as conn:
+    with store.read() as conn:
         return conn.execute(select(db_now())).scalar_one()  # type: ignore[no-any-return]
 
 

@@ -307,7 +307,7 @@ def missed(
     """The job's ticks in the window that did not run, oldest first, each with its reason. ``grace`` None:
     the grace the latest leader recorded. ``late``: also list the ticks an explicit ``until`` reaches past
     the grace, as ``late``."""
-    with store.connect() as conn:
+    with store.read() as conn:
         return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name, late=late)
 
 
@@ -501,7 +501,7 @@ def missed_counts(
     """One count per job (each over its own window), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
     out: list[MissedCount] = []
-    with store.connect() as conn:
+    with store.read() as conn:
         found = missed_many(
             conn, items, since, until, now, grace=grace, lease_name=lease_name, fires_cache={}
         )

@@ -82,7 +82,7 @@ def plan_replay(
     ticks: list[ReplayTick] = []
     clears: list[str] = []
     ordered = sorted(jobs, key=lambda j: j.id)
-    with store.connect() as conn:
+    with store.read() as conn:
         states = h.job_states_of(conn, [j.id for j in ordered])
         missed = missed_many(conn, ordered, since, until, now, grace=grace, states=states)
     for job in ordered:

@@ -257,10 +257,11 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
 def _refuse_missing_sqlite_file(store: Any, migrate: bool) -> None:
     """Without --migrate a new SQLite file could only be refused for having no schema; connecting to check
     would leave an empty file behind. Say what to run before anything creates it."""
+    from schedctl.sqlitefile import sqlite_path
     from schedctl.store import describe_target, urls
 
-    file = store.sqlite_file
-    if file is None or migrate or file.startswith("file:") or Path(file).exists():
+    path = sqlite_path(store.url)
+    if path is None or migrate or path.exists():
         return
     store.dispose()
     problem = urls.missing_sqlite_folder(store.url)
@@ -283,7 +284,7 @@ def refuse_empty_job_set(jobs: dict[str, Job], path: str | None, store: Any, all
     from schedctl.errors import ConfigError, Diagnostic
     from schedctl.store.schema import job_state
 
-    with store.connect() as conn:
+    with store.read() as conn:
         known = int(conn.execute(select(func.count()).select_from(job_state)).scalar_one())
     if not known:
         return

@@ -496,7 +496,7 @@ def job_status(
     lease_name: str = DEFAULT_LEASE_NAME,
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
-    with store.connect() as conn:
+    with store.read() as conn:
         return status_on(conn, job, now, last_n, grace=grace, lease_name=lease_name)
 
 
@@ -510,5 +510,5 @@ def all_status(
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
-    with store.connect() as conn:
+    with store.read() as conn:
         return status_many(conn, items, now, 1, grace=grace, lease_name=lease_name, fires_cache={})

@@ -24,6 +24,7 @@ def open_store_or_explain(db_url: str, create: bool = False) -> Store:
     """A Store for ``db_url`` that has not connected yet. A SQLite file must exist unless ``create``."""
     from pathlib import Path
 
+    from schedctl.sqlitefile import sqlite_path
     from schedctl.store import describe_target, open_store, parse_url
 
     try:
@@ -32,9 +33,9 @@ def open_store_or_explain(db_url: str, create: bool = False) -> Store:
         raise StoreError(
             f"{exc} ({URL_HINT}; e.g. sqlite:///schedctl.db or postgresql://user@host/db)"
         ) from None
-    database = parsed.database or ""
-    if parsed.get_backend_name() == "sqlite" and not create and database not in ("", ":memory:"):
-        if not Path(database).exists():
+    path = sqlite_path(parsed)
+    if path is not None and not create:
+        if not path.exists():
             # Connecting would create an empty file as a side effect of a read-only command.
             if db_url == DEFAULT_DB:
                 raise StoreError(
@@ -70,6 +71,20 @@ def open_checked_store(db_url: str) -> Store:
         store.dispose()
         raise
     return store
+
+
+def open_store_if_present(db_url: str) -> Store | None:
+    """`open_checked_store`, or None when the URL names a SQLite file that is not there (or memory), decided
+    without SQLAlchemy: `jobs` lists definitions before any database exists and must not create one."""
+    from schedctl.sqlitefile import is_sqlite, sqlite_path
+
+    if not db_url:
+        return None
+    if is_sqlite(db_url):
+        path = sqlite_path(db_url)
+        if path is None or not path.is_file():
+            return None
+    return open_checked_store(db_url)
 
 
 @contextlib.contextmanager

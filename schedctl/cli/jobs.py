@@ -28,11 +28,12 @@ def jobs(jobs_path: str, db_url: str, output: str, as_json: bool) -> None:
     NEXT is in the job's zone. LAST and STATE come from the database when one with a current schema is there,
     and are `-` otherwise: this command never creates a database. Sorted by next fire.
     """
+    from schedctl.cli._store import open_store_if_present
     from schedctl.config import load_jobs
     from schedctl.joblist import list_jobs
 
     now = datetime.now(UTC)
-    listing = list_jobs(load_jobs(jobs_path, now=now), db_url, now)
+    listing = list_jobs(load_jobs(jobs_path, now=now), now, lambda: open_store_if_present(db_url))
     if listing.warning:
         click.echo(f"schedctl: warning: {listing.warning}", err=True)
     fmt = resolve_output(output, as_json)

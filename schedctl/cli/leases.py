@@ -37,7 +37,7 @@ def leases(name: str, limit: int, db_url: str, output: str, as_json: bool) -> No
     try:
         with explained(store):
             found = lease.report(store, name, limit)
-            with store.connect() as conn:
+            with store.read() as conn:
                 skew = registry.version_skew(
                     registry.list_workers(conn, select_db_now(conn), with_runs=False)
                 )

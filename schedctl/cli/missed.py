@@ -59,7 +59,7 @@ def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store
     from schedctl.dbjobs import jobs_from_database
 
     wanted = list(dict.fromkeys(job_ids))
-    with explained(store), store.connect() as conn:
+    with explained(store), store.read() as conn:
         found = jobs_from_database(conn, wanted, now)
     for job_id in wanted:
         if job_id not in found:
@@ -87,7 +87,7 @@ def db_clock(store: Store) -> datetime:
     lease as the replicas do."""
     from schedctl.store.dialect import select_db_now
 
-    with store.connect() as conn:
+    with store.read() as conn:
         now: datetime = select_db_now(conn)
     return now
 
@@ -100,7 +100,7 @@ def instant_option(name: str, help_text: str) -> Callable[[F], F]:
 
 
 def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
-    from schedctl.missed import parse_instant
+    from schedctl.instants import parse_instant
 
     if value is None:
         return None
@@ -352,7 +352,7 @@ def _say_what_is_left_to_the_leader(
 
     if until is None:
         return
-    with store.connect() as conn:
+    with store.read() as conn:
         grace = current_grace(conn)
     cutoff = now - timedelta(seconds=grace)
     if until > cutoff:

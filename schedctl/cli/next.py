@@ -19,18 +19,15 @@ if TYPE_CHECKING:
 _RICH_MAX = 1000  # a terminal table is built in memory; beyond this, stream plain lines
 
 
-def _instant(value: str | None, flag: str) -> datetime | None:
+def _instant(value: str | None, flag: str, now: datetime) -> datetime | None:
+    from schedctl.instants import parse_instant  # the same reading as `missed --since/--until`
+
     if value is None:
         return None
     try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not an RFC 3339 time (e.g. 2026-03-29T00:00:00Z)", param_hint=flag
-        ) from None
-    if moment.tzinfo is None:
-        raise click.BadParameter(f"{value!r} has no offset: add Z or +HH:MM", param_hint=flag)
-    return moment.astimezone(UTC)
+        return parse_instant(value, now)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
 @click.command("next", context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,9 +38,12 @@ def _instant(value: str | None, flag: str) -> datetime | None:
 @click.option("--dst-gap", type=click.Choice(["run", "skip"]), help="Override the cron DST rule for gaps.")
 @click.option("--dst-overlap", type=click.Choice(["first", "last", "both"]), help="... and for overlaps.")
 @click.option(
-    "--from", "start", metavar="T", help="Fires strictly after T (RFC 3339 with Z or offset; default now)."
+    "--from",
+    "start",
+    metavar="T",
+    help="Fires strictly after T (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago; default now).",
 )
-@click.option("--until", "end", metavar="T", help="Fires strictly before T.")
+@click.option("--until", "end", metavar="T", help="Fires strictly before T (as --from).")
 @click.option("--count", type=click.IntRange(min=1), help="At most N fires (default 10 unless --until).")
 @click.option("--json", "as_json", is_flag=True, help="A JSON array of {utc, local, gap_moved, overlap}.")
 def next_(
@@ -55,8 +55,9 @@ def next_(
     `>` marks a fire moved to the end of a spring-forward gap; `1`/`2` the first/second pass of a repeated
     (fall-back) wall time.
     """
-    after = _instant(start, "--from") or datetime.now(UTC)
-    until = _instant(end, "--until")
+    now = datetime.now(UTC)
+    after = _instant(start, "--from", now) or now
+    until = _instant(end, "--until", now)
     schedule = _schedule(job, jobs_path, expr, zone, dst_gap, dst_overlap, after)
     limit = count if count is not None else (None if until is not None else 10)
     fires = schedule.fires(after, until)
@@ -122,7 +123,9 @@ def _job_schedule(job_id: str, jobs_path: str, now: datetime) -> Schedule:
 
 
 def _utc(fire: Fire) -> str:
-    return fire.utc.isoformat().replace("+00:00", "Z")
+    from schedctl.instants import instant_text
+
+    return instant_text(fire.utc)
 
 
 def _mark(schedule: Schedule, fire: Fire) -> str:

@@ -9,6 +9,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.instants import instant_text, rfc3339
 from schedctl.job import RunState
 
 if TYPE_CHECKING:
@@ -28,11 +29,12 @@ class Instant(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
         if isinstance(value, datetime):
             return value
+        from schedctl.instants import parse_timestamp
+
         try:
-            parsed = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00").replace("z", "+00:00"))
+            return parse_timestamp(str(value))
         except ValueError:
             self.fail(f"{value!r} is not an RFC 3339 time such as 2026-03-01T02:30:00Z", param, ctx)
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 @click.command(context_settings=_CTX)
@@ -89,7 +91,7 @@ def _row(r: RunView, wide: bool) -> list[str]:
     state = f"{r.state} (cancel requested)" if r.cancel_requested and r.state == RunState.RUNNING else r.state
     row = [
         r.job_id,
-        _iso(r.scheduled_for) or "-",
+        instant_text(r.scheduled_for),
         state,
         str(r.attempt),
         r.worker or "-",
@@ -120,7 +122,7 @@ def run(job_id: str, jobs_path: str, db_url: str) -> None:
             key = queue_manual(store, job, now)
     finally:
         store.dispose()
-    click.echo(f"queued {job_id} {_iso(key)}")
+    click.echo(f"queued {job_id} {instant_text(key)}")
 
 
 @click.command(context_settings=_CTX)
@@ -142,7 +144,7 @@ def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
         store.dispose()
     from schedctl.printable import escape_controls
 
-    header = f"# {found.job_id} {_iso(found.scheduled_for)} attempt {found.attempt}: {found.state}"
+    header = f"# {found.job_id} {instant_text(found.scheduled_for)} attempt {found.attempt}: {found.state}"
     click.echo(escape_controls(header), err=True)
     click.echo(text or "", nl=False)
 
@@ -168,7 +170,7 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
             result = cancel_run(store, job_id, scheduled_for)
     finally:
         store.dispose()
-    key = f"{job_id} {_iso(scheduled_for)}"
+    key = f"{job_id} {instant_text(scheduled_for)}"
     if result == "cancelled":
         click.echo(f"cancelled {key}")
     elif result == "cancel_requested":
@@ -180,7 +182,7 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
 
 
 def _iso(at: datetime | None) -> str | None:
-    return at.astimezone(UTC).isoformat() if at is not None else None
+    return rfc3339(at) if at is not None else None
 
 
 def _short(at: datetime | None) -> str:

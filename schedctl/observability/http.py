@@ -81,7 +81,7 @@ class ReadinessCheck:
 
             from schedctl.store import access, migrate
 
-            with self.store.connect() as conn:
+            with self.store.read() as conn:
                 conn.execute(text("SELECT 1"))
             status = migrate.check(self.store)
             if not status.ok:

@@ -32,7 +32,7 @@ def sample_queue(store: Store) -> tuple[int, float]:
     A run counts once it is due: queued with not_before unset or passed, by the database's clock (the same
     rule the worker claims by), so a retry waiting out its backoff is not "stuck".
     """
-    with store.connect() as conn:
+    with store.read() as conn:
         now: datetime = conn.execute(select(db_now())).scalar_one()
         due = and_(
             job_runs.c.state == QUEUED,  # inline, so the partial queued index serves the count
@@ -66,7 +66,7 @@ def sample_last_success(store: Store) -> int:
         .where(job_runs.c.state == RunState.SUCCEEDED, job_runs.c.finished_at.is_not(None))
         .group_by(job_runs.c.job_id)
     )
-    with store.connect() as conn:
+    with store.read() as conn:
         rows = conn.execute(query).all()
     # One collect of this metric (not of the registry per job): the values this process already holds.
     held = {

@@ -23,6 +23,7 @@ from sqlalchemy.exc import (
 )
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
+from schedctl.sqlitefile import sqlite_file, sqlite_path
 from schedctl.store import access, urls
 from schedctl.store.bounds import (
     Bounds,
@@ -87,8 +88,9 @@ def describe_target(url: str | URL) -> str:
 class Store:
     """An engine plus the transaction discipline every query in schedctl relies on.
 
-    SQLite: every transaction is ``BEGIN IMMEDIATE`` so the check-then-write of a claim cannot interleave
-    with another process's; WAL and a busy timeout let several processes on one host share the file.
+    SQLite: every ``begin()`` is ``BEGIN IMMEDIATE`` so the check-then-write of a claim cannot interleave
+    with another process's; ``read()`` is a deferred ``BEGIN`` (WAL gives it a snapshot), so the read-only
+    commands and samplers never hold the writer lock. WAL and a busy timeout let processes share the file.
     MySQL/MariaDB: READ COMMITTED, so ``SKIP LOCKED`` claims do not take gap locks.
     """
 
@@ -97,7 +99,7 @@ class Store:
         self.url = engine.url
         self.dialect = engine.dialect.name  # "sqlite" | "postgresql" | "mysql" (MariaDB reports "mysql")
         # The database file on SQLite; None in memory and on the other backends.
-        self.sqlite_file = _sqlite_file(engine.url)
+        self.sqlite_file = sqlite_file(engine.url)
         self.bounds = Bounds.for_lease()  # what the sessions were told; open_store sets the real ones
 
     @contextlib.contextmanager
@@ -121,12 +123,14 @@ class Store:
     def read(self) -> Iterator[Connection]:
         """A read-only transaction that never takes SQLite's writer lock (a plain deferred ``BEGIN``), so a
         reader refreshing every second (`schedctl top`) never delays a dispatch or a claim. WAL gives it a
-        consistent snapshot meanwhile. Elsewhere the same as ``connect()``."""
+        consistent snapshot meanwhile. Elsewhere the same as ``connect()``.
+
+        Ends in a rollback, never a commit: a server that ended the transaction while the caller computed
+        between statements (PostgreSQL's idle-in-transaction bound, minutes of fires in `missed`) has already
+        answered every query, and a commit would turn that into an error."""
         try:
             with self.engine.connect() as conn:
-                conn = conn.execution_options(**{READ_ONLY: True})
-                with conn.begin():
-                    yield conn
+                yield conn.execution_options(**{READ_ONLY: True})
         except (OperationalError, DBAPIError) as exc:
             raise translate_error(exc, self.url) from exc
 
@@ -291,12 +295,6 @@ def _ping_when_idle(engine: Engine) -> None:
             raise DisconnectionError("the ping found the connection closed")
 
 
-def _sqlite_file(url: URL) -> str | None:
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return None
-    return url.database
-
-
 def _set_wal(cursor: Any) -> None:
     """``PRAGMA journal_mode = WAL``, waiting out a writer as busy_timeout would.
 
@@ -330,9 +328,9 @@ def _create_private_file(path: str) -> None:
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "do_connect")
     def _before_connect(_dialect: Any, _record: Any, _cargs: Any, _cparams: Any) -> None:
-        file = _sqlite_file(engine.url)
-        if file is not None and not file.startswith("file:"):
-            _create_private_file(file)
+        path = sqlite_path(engine.url)
+        if path is not None:
+            _create_private_file(str(path))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -340,7 +338,7 @@ def _configure_sqlite(engine: Engine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        if _sqlite_file(engine.url) is not None:
+        if sqlite_file(engine.url) is not None:
             _set_wal(cursor)
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()

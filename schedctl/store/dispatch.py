@@ -89,14 +89,14 @@ def _state(row: Any) -> JobState:
 
 def load_states(store: Store) -> dict[str, JobState]:
     """Every job_state row, in one scan: what a new leader resumes from."""
-    with store.connect() as conn:
+    with store.read() as conn:
         return {row[0]: _state(row) for row in conn.execute(select(*_STATE_COLUMNS))}
 
 
 def load_states_for(store: Store, job_ids: Iterable[str]) -> dict[str, JobState]:
     ids = list(job_ids)
     out: dict[str, JobState] = {}
-    with store.connect() as conn:
+    with store.read() as conn:
         for chunk in id_chunks(conn, ids):
             query = select(*_STATE_COLUMNS).where(in_list(conn, job_state.c.job_id, chunk))
             out.update((row[0], _state(row)) for row in conn.execute(query))
@@ -108,7 +108,7 @@ def load_held(store: Store) -> dict[str, JobState]:
     query = select(*_STATE_COLUMNS).where(
         or_(job_state.c.paused_at.is_not(None), job_state.c.refused_at.is_not(None))
     )
-    with store.connect() as conn:
+    with store.read() as conn:
         return {row[0]: _state(row) for row in conn.execute(query)}
 
 

@@ -28,7 +28,7 @@ def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
     The primary key (job_id, scheduled_for) serves the max per job; the join reads that one row's state.
     """
     found: dict[str, LastRun] = {}
-    with store.connect() as conn:
+    with store.read() as conn:
         for chunk in id_chunks(conn, job_ids):
             latest = (
                 select(job_runs.c.job_id, func.max(job_runs.c.scheduled_for).label("at"))
@@ -50,7 +50,7 @@ def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
 def paused_in_database(store: Store, job_ids: Sequence[str]) -> dict[str, datetime]:
     """Jobs paused with ``schedctl pause`` (job_state.paused_at), and since when."""
     found: dict[str, datetime] = {}
-    with store.connect() as conn:
+    with store.read() as conn:
         for chunk in id_chunks(conn, job_ids):
             query = select(job_state.c.job_id, job_state.c.paused_at).where(
                 in_list(conn, job_state.c.job_id, chunk), job_state.c.paused_at.is_not(None)

@@ -91,7 +91,7 @@ def check(store: Store) -> SchemaStatus:
     """Read the database's revision (no writes) and compare it with this schedctl's head."""
     script = script_directory()
     head = script.get_current_head() or ""
-    with store.connect() as conn:
+    with store.read() as conn:
         current = _current_revision(conn)
     known = current is None or _is_known(script, current)
     return SchemaStatus(current=current, head=head, ok=current == head, known=known)

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from schedctl.errors import RunNotFound, SchedctlError
+from schedctl.instants import instant_text
 from schedctl.job import Job, RunState
 from schedctl.store import Store
 from schedctl.store.claims import queue_runs
@@ -72,7 +73,7 @@ def list_runs(
         query = query.where(r.job_id == job_id)
     if state is not None:
         query = query.where(r.state == state)
-    with store.begin() as conn:
+    with store.read() as conn:
         return [_view(row) for row in conn.execute(query).mappings()]
 
 
@@ -84,7 +85,7 @@ def run_output(store: Store, job_id: str, scheduled_for: datetime | None) -> tup
         query = query.where(r.scheduled_for == scheduled_for)
     else:
         query = query.where(r.started_at.is_not(None)).order_by(r.scheduled_for.desc()).limit(1)
-    with store.begin() as conn:
+    with store.read() as conn:
         row = conn.execute(query).mappings().first()
     if row is None:
         raise RunNotFound(_missing(job_id, scheduled_for))
@@ -137,7 +138,7 @@ def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
     if given.microsecond:
         return given
     r = job_runs.c
-    with store.connect() as conn:
+    with store.read() as conn:
         found = list(
             conn.execute(
                 select(r.scheduled_for)
@@ -152,14 +153,14 @@ def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
         )
     if len(found) <= 1:
         return found[0] if found else given
-    listed = ", ".join(f.isoformat().replace("+00:00", "Z") for f in found[:10])
+    listed = ", ".join(instant_text(f) for f in found[:10])
     more = " (and more)" if len(found) > 10 else ""
     raise SchedctlError(
-        f"{len(found)} runs of {job_id!r} fall in {given.isoformat()}: {listed}{more}; give one"
+        f"{len(found)} runs of {job_id!r} fall in {instant_text(given)}: {listed}{more}; give one"
     )
 
 
 def _missing(job_id: str, scheduled_for: datetime | None) -> str:
     if scheduled_for is None:
         return f"job {job_id!r} has no run that started"
-    return f"no run of {job_id!r} scheduled for {scheduled_for.isoformat()}"
+    return f"no run of {job_id!r} scheduled for {instant_text(scheduled_for)}"

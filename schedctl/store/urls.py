@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from schedctl.errors import StoreError
 from schedctl.secrets import MASK, SECRET_NAME, mask_query_secrets
+from schedctl.sqlitefile import sqlite_file, sqlite_path
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
@@ -55,14 +55,11 @@ def check_target(url: URL) -> None:
 
 def missing_sqlite_folder(url: URL) -> StoreError | None:
     """SQLite's "unable to open database file" when the file's folder does not exist: a typo, not an outage."""
-    database = url.database or ""
-    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
-        return None
-    folder = Path(database).parent
-    if folder.is_dir():
+    path = sqlite_path(url)
+    if path is None or path.parent.is_dir():
         return None
     return StoreError(
-        f"sqlite file {database}: the folder {folder} does not exist (create it, or fix the path)"
+        f"sqlite file {sqlite_file(url)}: the folder {path.parent} does not exist (create it, or fix the path)"
     )
 
 

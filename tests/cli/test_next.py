@@ -73,9 +73,20 @@ def test_large_count_streams() -> None:
     assert code == 0 and len(rows) == 20000 and rows[-1]["utc"] == "2026-01-14T21:20:00Z"
 
 
+def test_times_read_as_in_every_command_no_offset_is_utc() -> None:
+    """`--from`/`--until` read like `missed --since/--until` and `runs`: no offset means UTC, never the
+    host's zone (this used to be a usage error in `next` alone)."""
+    base = ["--schedule", "0 * * * *", "--timezone", "Europe/Berlin", "--count", "2", "--json"]
+    naive = run(*base, "--from", "2026-01-01T00:00:00")
+    zulu = run(*base, "--from", "2026-01-01T00:00:00Z")
+    offset = run(*base, "--from", "2026-01-01T01:00:00+01:00")
+    assert naive[0] == zulu[0] == offset[0] == 0, (naive, zulu, offset)
+    assert json.loads(naive[1]) == json.loads(zulu[1]) == json.loads(offset[1])
+    assert json.loads(naive[1])[0]["utc"] == "2026-01-01T01:00:00Z"
+
+
 def test_usage_errors_exit_2() -> None:
     cases = [
-        ["--schedule", "* * * * *", "--timezone", "UTC", "--from", "2026-01-01T00:00:00"],  # naive
         ["--schedule", "* * * * *", "--timezone", "UTC", "--until", "tomorrow"],
         ["--schedule", "61 * * * *", "--timezone", "UTC"],
         ["--schedule", "* * * * *", "--timezone", "Europe/Londn"],

@@ -100,7 +100,7 @@ def test_runs_table_filters_by_state(env):
     header, line = result.stdout.splitlines()
     assert result.stderr.startswith("database: sqlite file ")  # which database it read, on stderr
     assert header.split()[:3] == ["JOB", "SCHEDULED", "FOR"]
-    assert line.split()[:3] == ["report", "2026-03-01T06:00:00+00:00", "succeeded"]
+    assert line.split()[:3] == ["report", "2026-03-01T06:00:00Z", "succeeded"]  # the JSON keeps +00:00
     assert line.split()[-2:] == ["90.0s", "0"]
 
 
@@ -145,7 +145,7 @@ def test_run_queues_a_manual_run_keyed_to_the_microsecond(env):
     assert row["state"] == "queued" and row["term"] is None and row["attempt"] == 0
     assert before <= row["scheduled_for"] <= datetime.now(UTC)
     assert row["snapshot"]["command"] == "bin/report --daily"
-    assert result.output == f"queued report {row['scheduled_for'].isoformat()}\n"
+    assert result.output == f"queued report {row['scheduled_for'].isoformat().replace('+00:00', 'Z')}\n"
     unknown = CliRunner().invoke(cli, ["run", "nope", "--jobs", env["jobs"], "--db", env["db"]])
     assert unknown.exit_code != 0
 
@@ -158,11 +158,11 @@ def test_cancel_takes_a_manual_runs_tick_to_the_second_and_lists_the_candidates_
         claims.queue_runs(conn, job, [one, *two], manual=True)
     single = invoke(env, "cancel", "report", "2026-03-06T06:00:00Z")
     assert single.exit_code == 0, single.output
-    assert single.output == "cancelled report 2026-03-06T06:00:00.123456+00:00\n"
+    assert single.output == "cancelled report 2026-03-06T06:00:00.123456Z\n"
     several = invoke(env, "cancel", "report", "2026-03-07T06:00:00Z")
     assert several.exit_code == 1
     assert str(several.exception) == (
-        "2 runs of 'report' fall in 2026-03-07T06:00:00+00:00: 2026-03-07T06:00:00.111111Z, "
+        "2 runs of 'report' fall in 2026-03-07T06:00:00Z: 2026-03-07T06:00:00.111111Z, "
         "2026-03-07T06:00:00.999999Z; give one"
     )
     exact = invoke(env, "cancel", "report", "2026-03-07T06:00:00.999999Z")
