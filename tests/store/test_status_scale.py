@@ -13,6 +13,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from factories import add_term
 from sqlalchemy import event, insert
 
 from schedctl.job import CatchUp, Job
@@ -20,7 +21,7 @@ from schedctl.jobcontrol import pause
 from schedctl.missed import MissedCount, missed_counts, missed_many, missed_on
 from schedctl.status import Verdict, all_status, status_many, status_on
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+from schedctl.store.schema import job_events, job_runs, job_state
 
 
 def T(hour: int, minute: int, second: int = 0) -> datetime:
@@ -133,57 +134,9 @@ def seed(store, n: int) -> dict[str, Job]:
     rows: list[dict] = []
     paused: list[Job] = []
     with store.begin() as conn:
-        conn.execute(
-            insert(lease_terms),
-            [
-                dict(
-                    name="cron",
-                    term=0,
-                    holder="host-c:3",
-                    acquired_at=T(6, 0),
-                    renewed_at=T(6, 59),
-                    expires_at=T(7, 0, 15),
-                    ended_at=T(7, 0),
-                    end_reason="released",
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                ),
-                dict(
-                    name="cron",
-                    term=1,
-                    holder="host-a:1",
-                    acquired_at=T(8, 0),
-                    renewed_at=T(12, 2),
-                    expires_at=T(12, 2, 30),
-                    ended_at=T(14, 0),
-                    end_reason="expired",
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                ),
-                dict(
-                    name="cron",
-                    term=2,
-                    holder="host-b:2",
-                    acquired_at=T(14, 0),
-                    renewed_at=T(16, 44, 55),
-                    expires_at=T(16, 45, 10),
-                    ended_at=None,
-                    end_reason=None,
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                ),
-            ],
-        )
-        conn.execute(
-            insert(scheduler_lease).values(
-                name="cron",
-                holder="host-b:2",
-                term=2,
-                acquired_at=T(14, 0),
-                renewed_at=T(16, 44, 55),
-                expires_at=T(16, 45, 10),
-            )
-        )
+        add_term(conn, 0, "host-c:3", T(6, 0), T(7, 0, 15), T(7, 0), "released", renewed=T(6, 59))
+        add_term(conn, 1, "host-a:1", T(8, 0), T(12, 2, 30), T(14, 0), "expired", renewed=T(12, 2))
+        add_term(conn, 2, "host-b:2", T(14, 0), T(16, 45, 10), renewed=T(16, 44, 55), current=True)
         for i in range(n):
             kind, job = make_job(i)
             jobs[job.id] = job
@@ -409,24 +362,10 @@ def test_one_read_of_the_terms_answers_every_window_inside_it(store):
         (6, T(9, 0), T(9, 30), T(8, 50)),  # "ended" before it was acquired (clocks of different hosts)
     ]
     with store.begin() as conn:
-        conn.execute(
-            insert(lease_terms),
-            [
-                dict(
-                    name="cron",
-                    term=term,
-                    holder=f"host-{term}:1",
-                    acquired_at=acquired,
-                    renewed_at=expires - timedelta(seconds=15),
-                    expires_at=expires,
-                    ended_at=ended,
-                    end_reason=None if ended is None else "released",
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                )
-                for term, acquired, expires, ended in terms
-            ],
-        )
+        for term, acquired, expires, ended in terms:
+            add_term(
+                conn, term, f"host-{term}:1", acquired, expires, ended, None if ended is None else "released"
+            )
     # Every instant a term starts or stops and a hair either side of it (the comparisons are < and <=).
     marks = {t for _, *instants in terms for t in instants if t is not None}
     hair = timedelta(microseconds=1)
