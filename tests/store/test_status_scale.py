@@ -13,7 +13,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from factories import add_term
+from factories import add_state, add_term, register_worker, run_row
 from sqlalchemy import event, insert
 
 from schedctl.job import CatchUp, Job
@@ -21,7 +21,7 @@ from schedctl.jobcontrol import pause
 from schedctl.missed import MissedCount, missed_counts, missed_many, missed_on
 from schedctl.status import Verdict, all_status, status_many, status_on
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs, job_state
+from schedctl.store.schema import job_events, job_runs
 
 
 def T(hour: int, minute: int, second: int = 0) -> datetime:
@@ -71,56 +71,12 @@ def make_job(i: int) -> tuple[str, Job]:
     return kind, job
 
 
-def add_state(conn, job: Job, defined_at: datetime, last_dispatched: datetime | None, **extra) -> None:
-    row = dict(
-        job_id=job.id,
-        schedule_key=job.schedule_key,
-        defined_at=defined_at,
-        last_dispatched=last_dispatched,
-        paused_by_file=job.paused,
-        updated_at=defined_at,
+def _run(job: Job, t: datetime, state: str, **extra) -> dict:
+    """Terms 1 then 2 (from 12:00); a run takes 2 s; failed runs exit 3, timed-out ones have no status."""
+    extra.setdefault("term", 1 if t < T(12, 0) else 2)
+    return run_row(
+        job, t, state, finished_after=timedelta(seconds=3), failed_exit=3, timed_out_exit=None, **extra
     )
-    conn.execute(insert(job_state).values(**{**row, **extra}))
-    conn.execute(insert(job_events).values(job_id=job.id, at=defined_at, kind="defined", detail=None))
-
-
-def register_worker(store, identity: str = "w1:1:aa", labels: dict[str, str] | None = None) -> None:
-    from schedctl.store import workers
-
-    me = workers.Registration(identity, "worker", "h", 1, "0.1.0", "2025b", labels or {}, 4, 1.0, 60.0)
-    with store.begin() as conn:
-        workers.register(conn, me)
-
-
-def run_row(job: Job, t: datetime, state: str, **extra) -> dict:
-    row = dict(
-        job_id=job.id,
-        scheduled_for=t,
-        state=state,
-        manual=False,
-        term=1 if t < T(12, 0) else 2,
-        attempt=0 if state in ("queued", "skipped") else 1,
-        failures=0,
-        queued_at=t,
-        snapshot=job.snapshot(),
-        labels_key=job.labels_key,
-        concurrency=str(job.concurrency),
-        # One multi-row insert needs the same keys in every row.
-        reason=None,
-        reason_detail=None,
-        started_at=None,
-        worker=None,
-        finished_at=None,
-        exit_status=None,
-    )
-    if state not in ("queued", "skipped"):
-        row.update(started_at=t + timedelta(seconds=1), worker="w1:1:aa")
-    if state in ("succeeded", "failed", "timed_out", "cancelled"):
-        row.update(
-            finished_at=t + timedelta(seconds=3),
-            exit_status=None if state == "timed_out" else (0 if state == "succeeded" else 3),
-        )
-    return {**row, **extra}
 
 
 def job_ticks(job: Job, start: datetime, end: datetime) -> list[datetime]:
@@ -145,25 +101,25 @@ def seed(store, n: int) -> dict[str, Job]:
             if kind == "never":
                 continue
             if kind == "stateless":
-                rows += [run_row(job, t, "succeeded") for t in led if t >= T(10, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t >= T(10, 0)]
                 # `schedctl run` before any leader saw it: a manual run is not a tick, the window starts at 10:00.
-                rows.append(run_row(job, T(9, 3, 7), "succeeded", manual=True, term=None))
+                rows.append(_run(job, T(9, 3, 7), "succeeded", manual=True, term=None))
                 continue
             if kind == "late":
                 add_state(conn, job, T(15, 50), T(16, 40))
                 late = [t for t in every if t > T(15, 50)]
-                rows += [run_row(job, t, "succeeded") for t in late[:-2]]
-                rows += [run_row(job, late[-2], "running"), run_row(job, late[-1], "queued")]
+                rows += [_run(job, t, "succeeded") for t in late[:-2]]
+                rows += [_run(job, late[-2], "running"), _run(job, late[-1], "queued")]
                 continue
             if kind == "redefined":
                 add_state(conn, job, T(11, 0), T(16, 40), history_start=T(10, 0))
                 conn.execute(
                     insert(job_events).values(job_id=job.id, at=T(11, 0), kind="schedule_changed", detail="x")
                 )
-                rows += [run_row(job, t, "succeeded") for t in led if t > T(11, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t > T(11, 0)]
                 # Rows of the old schedule, before the job's window: never its missed ticks.
-                rows += [run_row(job, t, "succeeded") for t in ticks(T(9, 5), T(10, 55)) if t != T(10, 25)]
-                rows.append(run_row(job, T(10, 25), "skipped", reason="concurrency", reason_detail="busy"))
+                rows += [_run(job, t, "succeeded") for t in ticks(T(9, 5), T(10, 55)) if t != T(10, 25)]
+                rows.append(_run(job, T(10, 25), "skipped", reason="concurrency", reason_detail="busy"))
                 continue
             if kind == "refused":
                 add_state(
@@ -174,17 +130,17 @@ def seed(store, n: int) -> dict[str, Job]:
                     refused_at=T(14, 0),
                     refused_detail="7 missed ticks exceed max_catch_up = 5; run `schedctl replay`",
                 )
-                rows += [run_row(job, t, "succeeded") for t in led if t < T(12, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t < T(12, 0)]
                 continue
             add_state(conn, job, T(9, 0), T(16, 40))
             if kind == "paused":
                 paused.append(job)
-                rows += [run_row(job, t, "succeeded") for t in led if t < T(15, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t < T(15, 0)]
                 continue
             if kind in ("healthy", "failing"):
                 # The scheduler recorded the outage's ticks as dropped by catch_up = "skip".
                 rows += [
-                    run_row(job, t, "skipped", reason="catch_up_skip", reason_detail="missed while down")
+                    _run(job, t, "skipped", reason="catch_up_skip", reason_detail="missed while down")
                     for t in every
                     if in_gap(t)
                 ]
@@ -192,7 +148,7 @@ def seed(store, n: int) -> dict[str, Job]:
                 state = "succeeded"
                 if kind == "failing" and k >= len(led) - 3:
                     state = "timed_out" if k == len(led) - 1 else "failed"
-                rows.append(run_row(job, t, state))
+                rows.append(_run(job, t, state))
         if rows:
             assert insert_ignore(conn, job_runs, rows) == len(rows)
     for job in paused:
