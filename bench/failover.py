@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from steady_lag import DEFAULT_PG, SCHEDCTL, Private, migrate, reachable  # noqa: E402
 
+from tests import launch  # noqa: E402
+
 JOBS = (
     '[jobs.every-second]\nschedule = "* * * * * *"\ntimezone = "UTC"\ncatch_up = "all"\n'
     'max_catch_up = 1000\nconcurrency = "allow"\ncommand = "true"\n'
@@ -56,14 +58,12 @@ class Cluster:
     def spawn(self) -> str:
         self.serial += 1
         identity = f"failover-{self.serial}"
-        argv = [
-            *SCHEDCTL, "serve", "--role", "scheduler", "--db", self.url, "--jobs", str(self.jobs),
+        self.procs[identity] = launch.serve(
+            "--role", "scheduler", "--db", self.url, "--jobs", str(self.jobs),
             "--identity", identity, "--lease-duration", self.lease, "--renew-interval", self.renew,
             "--log-level", "warning",
-        ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-        with open(self.tmp / "failover.log", "ab") as log:
-            self.procs[identity] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            log=self.tmp / "failover.log", append=True, program=SCHEDCTL,
+        )  # fmt: skip
         return identity
 
     def stop(self) -> None:

@@ -19,6 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests import launch  # noqa: E402  (the suite's child environment)
+
 BIN = Path(sys.executable).parent / "schedctl"
 SCHEDCTL = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "schedctl"]
 
@@ -69,7 +73,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         (workdir / "schedctl.toml").write_text(JOBS)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+        env = launch.child_env()
         table = cases(workdir)
         samples: dict[str, list[float | None]] = {label: [] for label, *_ in table}
         for _label, argv, extra, _ in table:  # warm the page cache and .pyc files

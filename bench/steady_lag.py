@@ -39,6 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests import launch  # noqa: E402  (one launcher for the suite and the benchmarks)
+
 DEFAULT_PG = os.environ.get("SCHEDCTL_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 BIN = Path(sys.executable).parent / "schedctl"
 SCHEDCTL = [str(BIN)] if BIN.exists() else [sys.executable, "-m", "schedctl"]
@@ -129,12 +131,10 @@ def migrate(url: str) -> None:
 
 # -- processes -----------------------------------------------------------------------------------------------
 def serve(url: str, jobs: Path | None, role: str, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    argv = [*SCHEDCTL, "serve", "--role", role, "--db", url, "--log-level", "warning", *extra]
+    args = ["--role", role, "--db", url, "--log-level", "warning", *extra]
     if jobs is not None:
-        argv += ["--jobs", str(jobs)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    with open(log, "ab") as fh:
-        return subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        args += ["--jobs", str(jobs)]
+    return launch.serve(*args, log=log, append=True, program=SCHEDCTL)
 
 
 def stop(procs: list[subprocess.Popen[bytes]], timeout: float = 30.0) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from launch import child_env
 
 from schedctl.store import open_store
 from schedctl.store.migrate import upgrade
@@ -22,8 +22,7 @@ TITLE = "\x1b]0;pwned\x07"
 
 
 def schedctl(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    # conftest's SCHEDCTL_OS_RELEASE stays: it pins the cron dialect that `import`/`export` read as `auto`.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_") or k == "SCHEDCTL_OS_RELEASE"}
+    env = child_env()
     return subprocess.run(
         [sys.executable, "-m", "schedctl", *args],
         capture_output=True,

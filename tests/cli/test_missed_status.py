@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from factories import add_term
 from sqlalchemy import func, insert, select
 
 from schedctl.cli import cli, main
@@ -17,7 +18,7 @@ from schedctl.jobcontrol import actor
 from schedctl.store import open_store
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.migrate import upgrade
-from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+from schedctl.store.schema import job_events, job_runs, job_state, lease_terms
 
 JOBS = """\
 [jobs.billing]
@@ -81,30 +82,7 @@ def env(tmp_path: Path) -> dict[str, str]:
             for t in ticks
         ]
         insert_ignore(conn, job_runs, rows)
-        conn.execute(
-            insert(lease_terms).values(
-                name="cron",
-                term=1,
-                holder="host-b:4711",
-                acquired_at=BASE - timedelta(hours=7),
-                renewed_at=lapsed - timedelta(seconds=15),
-                expires_at=lapsed,
-                ended_at=None,
-                end_reason=None,
-                schedctl_version="0.1.0",
-                tzdata_version="2025b",
-            )
-        )
-        conn.execute(
-            insert(scheduler_lease).values(
-                name="cron",
-                holder="host-b:4711",
-                term=1,
-                acquired_at=BASE - timedelta(hours=7),
-                renewed_at=lapsed - timedelta(seconds=15),
-                expires_at=lapsed,
-            )
-        )
+        add_term(conn, 1, "host-b:4711", BASE - timedelta(hours=7), lapsed, current=True)
     store.dispose()
     return {"jobs": str(jobs), "db": url}
 

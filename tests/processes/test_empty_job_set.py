@@ -6,16 +6,15 @@ one line) and SIGHUP keeps the old set, unless --allow-empty says the empty set 
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from launch import serve
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -24,16 +23,11 @@ JOBS = '[jobs.tick]\nschedule = "* * * * * *"\ntimezone = "UTC"\ncatch_up = "ski
 
 def _serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
     log = tmp_path / f"serve-{time.monotonic_ns()}.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--migrate", "--db", "sqlite:///schedctl.db",
-                "--jobs", "jobs.toml", "--poll-interval", "200ms", "--lease-duration", "4s",
-                "--renew-interval", "1s", *extra,
-            ],
-            stdout=subprocess.DEVNULL, stderr=out, text=True, cwd=tmp_path, env=env,
-        )  # fmt: skip
+    proc = serve(
+        "--migrate", "--db", "sqlite:///schedctl.db", "--jobs", "jobs.toml", "--poll-interval", "200ms",
+        "--lease-duration", "4s", "--renew-interval", "1s", *extra,
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
     return proc, log
 
 

@@ -13,10 +13,8 @@ before the next tick is due (they take tens of milliseconds).
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -24,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launch import serve
 from sqlalchemy import select
 
 from schedctl import lease
@@ -45,14 +44,12 @@ command = "true"
 
 
 def _serve(name: str, role: str, db_url: str, jobs: Path, logs: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    args = [
-        sys.executable, "-m", "schedctl", "serve", "--role", role, "--db", db_url, "--jobs", str(jobs),
+    return serve(
+        "--role", role, "--db", db_url, "--jobs", str(jobs),
         "--identity", name, "--lease-duration", f"{LEASE}s", "--renew-interval", f"{RENEW}s",
         "--poll-interval", "0.2s", "--successful-history", "1000",  # keep every run for the checks
-    ]  # fmt: skip
-    with (logs / f"{name}.log").open("w") as out:
-        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+        log=logs / f"{name}.log",
+    )  # fmt: skip
 
 
 @pytest.fixture

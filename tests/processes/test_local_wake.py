@@ -7,7 +7,6 @@ The poll interval is 30 s: without the wake-up only the first claim (at start) w
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch import child_env
 from sqlalchemy import select
 
 from schedctl.store import open_store
@@ -43,7 +43,7 @@ def test_runs_start_at_their_tick_not_at_the_next_poll(
     upgrade(store)
     jobs = tmp_path / "jobs.toml"
     jobs.write_text(JOBS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env = child_env()
     log = (tmp_path / "serve.log").open("w")
     procs = []
     for role in roles:

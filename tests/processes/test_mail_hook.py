@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from launch import serve
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -36,17 +35,12 @@ MAILTO = "ops@example.com"
 SENDMAIL = "{sendmail}"
 """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
     log = tmp_path / "serve.log"
-    with log.open("w") as log_file:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--role", "all", "--migrate",
-                "--db", f"sqlite:///{tmp_path / 'schedctl.db'}", "--jobs", str(tmp_path / "jobs.toml"),
-                "--poll-interval", "200ms",
-            ],
-            stdout=subprocess.DEVNULL, stderr=log_file, cwd=tmp_path, env=env,
-        )  # fmt: skip
+    proc = serve(
+        "--role", "all", "--migrate", "--db", f"sqlite:///{tmp_path / 'schedctl.db'}",
+        "--jobs", str(tmp_path / "jobs.toml"), "--poll-interval", "200ms",
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
     message = tmp_path / "message"
     try:
         deadline = time.monotonic() + 30

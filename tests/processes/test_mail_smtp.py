@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+from launch import child_env, serve
 from sqlalchemy import select
 
 from schedctl.store import open_store
@@ -139,17 +139,12 @@ mailto = ""
 
 def _serve(db_url: str, tmp_path: Path, smtp: str) -> tuple[subprocess.Popen[bytes], Path]:
     (tmp_path / "jobs.toml").write_text(JOBS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    env["SCHEDCTL_SMTP_URL"] = smtp
     log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--role", "all", "--migrate", "--db", db_url,
-                "--jobs", str(tmp_path / "jobs.toml"), "--poll-interval", "200ms", "--log-format", "json",
-            ],
-            stdout=subprocess.DEVNULL, stderr=out, cwd=tmp_path, env=env,
-        )  # fmt: skip
+    proc = serve(
+        "--role", "all", "--migrate", "--db", db_url, "--jobs", str(tmp_path / "jobs.toml"),
+        "--poll-interval", "200ms", "--log-format", "json",
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path, env=child_env(SCHEDCTL_SMTP_URL=smtp),
+    )  # fmt: skip
     return proc, log
 
 

@@ -12,13 +12,13 @@ import selectors
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from launch import serve
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -108,16 +108,11 @@ def test_probes_and_jobs_survive_a_thousand_idle_connections(tmp_path: Path) -> 
     (tmp_path / "jobs.toml").write_text(JOBS)
     port = _free_port()
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    with log.open("w") as log_file:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--role", "all", "--migrate",
-                "--db", f"sqlite:///{tmp_path / 'schedctl.db'}", "--jobs", str(tmp_path / "jobs.toml"),
-                "--metrics-port", str(port), "--poll-interval", "200ms",
-            ],
-            stdout=subprocess.DEVNULL, stderr=log_file, cwd=tmp_path, env=env, preexec_fn=_low_fd_limit,
-        )  # fmt: skip
+    proc = serve(
+        "--role", "all", "--migrate", "--db", f"sqlite:///{tmp_path / 'schedctl.db'}",
+        "--jobs", str(tmp_path / "jobs.toml"), "--metrics-port", str(port), "--poll-interval", "200ms",
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path, preexec_fn=_low_fd_limit,
+    )  # fmt: skip
     flood = Flood(port)
     try:
         deadline = time.monotonic() + 30

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launch import serve
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -103,42 +102,13 @@ def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, Path]]
     (tmp_path / "jobs.toml").write_text(JOBS)
     port = _free_port()
     log_path = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    with log_path.open("w") as log_file:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "schedctl",
-                "serve",
-                "--role",
-                "all",
-                "--migrate",
-                "--db",
-                f"sqlite:///{tmp_path / 'schedctl.db'}",
-                "--jobs",
-                str(tmp_path / "jobs.toml"),
-                "--metrics-port",
-                str(port),
-                "--log-format",
-                "json",
-                "--log-level",
-                "debug",
-                "--lease-duration",
-                "4s",
-                "--renew-interval",
-                "1s",
-                "--poll-interval",
-                "200ms",
-                "--slots",
-                "4",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=log_file,
-            text=True,
-            cwd=tmp_path,
-            env=env,
-        )
+    proc = serve(
+        "--role", "all", "--migrate", "--db", f"sqlite:///{tmp_path / 'schedctl.db'}",
+        "--jobs", str(tmp_path / "jobs.toml"), "--metrics-port", str(port), "--log-format", "json",
+        "--log-level", "debug", "--lease-duration", "4s", "--renew-interval", "1s", "--poll-interval", "200ms",
+        "--slots", "4",
+        log=log_path, stdout=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
     try:
         yield proc, port, log_path
     finally:
@@ -232,16 +202,11 @@ def test_probes_answer_while_the_database_is_down(tmp_path: Path) -> None:
     """Live (the process is fine) but not ready: Kubernetes must stop routing, not restart it in a loop."""
     port = _free_port()
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    with log.open("w") as log_file:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--role", "worker",
-                "--db", "postgresql://schedctl:hunter2@127.0.0.1:1/nothing",
-                "--metrics-port", str(port), "--log-format", "json",
-            ],
-            stdout=subprocess.DEVNULL, stderr=log_file, text=True, cwd=tmp_path, env=env,
-        )  # fmt: skip
+    proc = serve(
+        "--role", "worker", "--db", "postgresql://schedctl:hunter2@127.0.0.1:1/nothing",
+        "--metrics-port", str(port), "--log-format", "json",
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
     try:
         status = _wait_for(
             lambda: _get(port, "/livez")[0], 15, "/livez while the database is down", proc, log

@@ -6,7 +6,6 @@ end up"). ``pass_env`` names variables of the worker's own environment: only the
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch import child_env, serve
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -48,16 +48,13 @@ def _succeeded(db: Path) -> int:
 def test_pass_env_values_stay_out_of_the_database(tmp_path: Path) -> None:
     (tmp_path / "jobs.toml").write_text(JOBS)
     db = tmp_path / "schedctl.db"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")} | {"I16_TOKEN": SECRET}
+    env = child_env(I16_TOKEN=SECRET)
     log = tmp_path / "serve.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--migrate", "--db", f"sqlite:///{db}",
-                "--jobs", "jobs.toml", "--poll-interval", "200ms", "--log-level", "debug",
-            ],
-            stdout=subprocess.DEVNULL, stderr=out, text=True, cwd=tmp_path, env=env,
-        )  # fmt: skip
+    proc = serve(
+        "--migrate", "--db", f"sqlite:///{db}", "--jobs", "jobs.toml", "--poll-interval", "200ms",
+        "--log-level", "debug",
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path, env=env,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while _succeeded(db) < 2:  # succeeded: the job did get the value

@@ -6,7 +6,6 @@ catch_up = "all", so any tick lost in a takeover would show as a hole in the cla
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launch import child_env, serve
 from sqlalchemy import select
 
 from schedctl import lease
@@ -45,25 +45,20 @@ class Replica:
     def __init__(self, name: str, db_url: str, jobs: Path, logs: Path, skew: str | None = None) -> None:
         self.name = name
         self.log_path = logs / f"{name}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+        env = child_env()
         if skew:
             env["SCHEDCTL_CLOCK_SKEW"] = skew  # a testing aid: shifts this replica's wall clock only
-        args = [
-            sys.executable, "-m", "schedctl", "serve", "--role", "scheduler", "--db", db_url, "--jobs", str(jobs),
+        self.proc = serve(
+            "--role", "scheduler", "--db", db_url, "--jobs", str(jobs),
             "--identity", name, "--lease-duration", f"{LEASE}s", "--renew-interval", f"{RENEW}s",
-        ]  # fmt: skip
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+            log=self.log_path, env=env,
+        )  # fmt: skip
 
     def signal(self, sig: int) -> None:
         self.proc.send_signal(sig)
 
     def wait(self, timeout: float = 15.0) -> int:
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if not self._log.closed:
-                self._log.close()
+        return self.proc.wait(timeout)
 
     def log(self) -> str:
         return self.log_path.read_text()
@@ -218,7 +213,7 @@ def test_a_replica_whose_clock_is_ten_minutes_fast_neither_steals_nor_dispatches
 
 
 def _serve(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env = child_env()
     cmd = [sys.executable, "-m", "schedctl", "serve", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from launch import child_env, serve
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -24,23 +25,15 @@ command = "echo hello from $SCHEDCTL_JOB_ID"
 """
 
 
-def _clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-
-
 def test_log_output_logs_each_runs_output_tail_when_it_ends(tmp_path: Path):
     (tmp_path / "jobs.toml").write_text(JOBS)
     url = f"sqlite:///{tmp_path / 'schedctl.db'}"
     log = tmp_path / "serve.log"
-    argv = [sys.executable, "-m", "schedctl", "serve", "--migrate", "--jobs", "jobs.toml", "--db", url]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [*argv, "--log-output", "--log-format", "json", "--poll-interval", "0.2"],
-            cwd=tmp_path,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=_clean_env(),
-        )
+    proc = serve(
+        "--migrate", "--jobs", "jobs.toml", "--db", url, "--log-output", "--log-format", "json",
+        "--poll-interval", "0.2",
+        log=log, cwd=tmp_path,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 30  # a run every second: the first one within a few on a loaded machine
         found = []
@@ -68,7 +61,7 @@ def test_top_runs_live_in_a_terminal_until_q(tmp_path: Path):
     # A pseudo-terminal for the child's stdin and stdout (os.openpty, not pty.fork: no fork of this
     # multi-threaded test process).
     fd, child_tty = os.openpty()
-    env = {**_clean_env(), "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
+    env = {**child_env(), "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "schedctl", "top", "--db", url, "--interval", "0.5"],
         stdin=child_tty,

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from launch import child_env
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -55,7 +56,7 @@ def test_the_readme_tour_runs_as_written(db_url: str, tmp_path: Path):
         if line.split("#")[0].rstrip().endswith("&"):
             script.append("sleep 3")
     script += ['wait %1; echo "scheduler exit $?"', 'wait %2; echo "worker exit $?"']
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env = child_env()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run(
         ["bash", "-c", "\n".join(script)], cwd=work, env=env, capture_output=True, text=True, timeout=180

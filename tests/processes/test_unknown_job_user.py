@@ -11,12 +11,12 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from launch import serve
 
 pytestmark = [
     pytest.mark.processes,
@@ -76,15 +76,11 @@ def _unknown_user_lines(log: Path) -> list[dict[str, object]]:
 def test_unknown_users_are_named_at_start_and_reload_and_their_runs_fail_saying_why(tmp_path: Path) -> None:
     (tmp_path / "jobs.toml").write_text(JOBS)
     log = tmp_path / "serve.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                sys.executable, "-m", "schedctl", "serve", "--migrate", "--db", "sqlite:///schedctl.db",
-                "--jobs", "jobs.toml", "--run-as-job-user", "--log-format", "json", "--poll-interval", "200ms",
-            ],
-            stdout=subprocess.DEVNULL, stderr=out, text=True, cwd=tmp_path, env=env,
-        )  # fmt: skip
+    proc = serve(
+        "--migrate", "--db", "sqlite:///schedctl.db", "--jobs", "jobs.toml", "--run-as-job-user",
+        "--log-format", "json", "--poll-interval", "200ms",
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
+    )  # fmt: skip
     try:
         _until(lambda: len(_unknown_user_lines(log)) == 1, "the start-up line", log)
         (line,) = _unknown_user_lines(log)

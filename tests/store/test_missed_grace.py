@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from factories import add_term
 from sqlalchemy import insert
 
 from schedctl.job import CatchUp, Job
@@ -18,7 +19,7 @@ from schedctl.missed import missed
 from schedctl.replay import plan_replay
 from schedctl.status import job_status
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_runs, job_state, lease_terms, scheduler_lease
+from schedctl.store.schema import job_runs, job_state
 
 MINUTELY = Job(id="minutely", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.ALL, command="true")
 
@@ -46,35 +47,6 @@ def _row(t: datetime, state: str = "succeeded") -> dict:
     return row
 
 
-def _term(conn, term: int, acquired: datetime, expires: datetime, grace: float | None, ended=None) -> None:
-    conn.execute(
-        insert(lease_terms).values(
-            name="cron",
-            term=term,
-            holder=f"host-{term}:1:aa",
-            acquired_at=acquired,
-            renewed_at=expires - timedelta(seconds=15),
-            expires_at=expires,
-            ended_at=ended,
-            end_reason="expired" if ended else None,
-            schedctl_version="0.1.0",
-            tzdata_version="tzdata 2026f",
-            catch_up_grace=grace,
-        )
-    )
-    conn.execute(scheduler_lease.delete())
-    conn.execute(
-        insert(scheduler_lease).values(
-            name="cron",
-            holder=f"host-{term}:1:aa",
-            term=term,
-            acquired_at=acquired,
-            renewed_at=expires - timedelta(seconds=15),
-            expires_at=expires,
-        )
-    )
-
-
 def seed(store, grace: float | None) -> None:
     with store.begin() as conn:
         conn.execute(
@@ -88,7 +60,7 @@ def seed(store, grace: float | None) -> None:
             )
         )
         insert_ignore(conn, job_runs, [_row(T(12, m)) for m in range(1, 11)])
-        _term(conn, 1, T(11, 55), T(12, 10, 30), grace)
+        add_term(conn, 1, "host-1:1:aa", T(11, 55), T(12, 10, 30), current=True, grace=grace)
 
 
 def readers(store, now: datetime) -> tuple[list[datetime], list[datetime], list[datetime]]:
@@ -121,7 +93,7 @@ def test_a_tick_a_long_grace_leader_dispatched_late_is_not_missed_by_the_leader_
     no leader held the lease at their time; it queued them, and they wait for a worker."""
     seed(store, 60.0)
     with store.begin() as conn:
-        _term(conn, 2, T(12, 14, 30), T(12, 30), 300.0)
+        add_term(conn, 2, "host-2:1:aa", T(12, 14, 30), T(12, 30), current=True, grace=300.0)
         insert_ignore(conn, job_runs, [_row(T(12, m), "queued") for m in range(11, 15)])
     now = T(12, 14, 40)
     assert readers(store, now) == ([], [], [])

@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from factories import add_term
 from sqlalchemy import func, insert, select, update
 
 from schedctl import planner
@@ -23,7 +24,7 @@ from schedctl.missed import missed
 from schedctl.replay import plan_replay, replay
 from schedctl.store import claims
 from schedctl.store.dialect import insert_ignore, select_db_now
-from schedctl.store.schema import job_runs, job_state, lease_terms, missed_ranges
+from schedctl.store.schema import job_runs, job_state, missed_ranges
 
 PULSE = Job(id="pulse", schedule="* * * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true")
 GRACE = 60.0
@@ -49,24 +50,6 @@ def _row(t: datetime, state: str, reason=None, detail=None) -> dict:
     if state == "succeeded":
         row.update(started_at=t, finished_at=t, exit_status=0)
     return row
-
-
-def _term(conn, term: int, acquired: datetime, expires: datetime, ended=None, reason=None) -> None:
-    conn.execute(
-        insert(lease_terms).values(
-            name="cron",
-            term=term,
-            holder=f"host-{term}:1:aa",
-            acquired_at=acquired,
-            renewed_at=expires - timedelta(seconds=15),
-            expires_at=expires,
-            ended_at=ended,
-            end_reason=reason,
-            schedctl_version="0.1.0",
-            tzdata_version="tzdata 2026f",
-            catch_up_grace=GRACE,
-        )
-    )
 
 
 def _ran(store, ticks: list[datetime], prune_every: int = 10, keep_missed: float = 7 * DAY) -> None:
@@ -101,8 +84,8 @@ def day_old_outage(store, keep_missed: float = 7 * DAY) -> tuple[datetime, list[
                 updated_at=defined,
             )
         )
-        _term(conn, 1, defined - timedelta(seconds=5), down, down, "expired")
-        _term(conn, 2, recovered, db_now + timedelta(seconds=15))
+        add_term(conn, 1, "host-1:1:aa", defined - timedelta(seconds=5), down, down, "expired", grace=GRACE)
+        add_term(conn, 2, "host-2:1:aa", recovered, db_now + timedelta(seconds=15), grace=GRACE)
     _ran(store, before, keep_missed=keep_missed)
     # The new leader's catch-up pass, decided by the real planner.
     win = planner.window(schedule, down, recovered + timedelta(microseconds=1), recovered, GRACE)

@@ -11,6 +11,8 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from factories import add_runs, add_state, add_term
+from launch import child_env
 from sqlalchemy import func, insert, select
 
 from schedctl.errors import ReplayRefused
@@ -20,8 +22,7 @@ from schedctl.missed import missed, missed_counts
 from schedctl.replay import plan_replay, replay
 from schedctl.status import Verdict, all_status, job_status
 from schedctl.store import workers
-from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+from schedctl.store.schema import job_events, job_runs, job_state
 
 
 def T(hour: int, minute: int, second: int = 0, micro: int = 0) -> datetime:
@@ -47,77 +48,6 @@ def every_10_minutes(start: datetime, end: datetime) -> list[datetime]:
         out.append(t)
         t += timedelta(minutes=10)
     return out
-
-
-def add_state(conn, job: Job, defined_at: datetime, last_dispatched: datetime, **extra) -> None:
-    row = dict(
-        job_id=job.id,
-        schedule_key=job.schedule_key,
-        defined_at=defined_at,
-        last_dispatched=last_dispatched,
-        paused_by_file=False,
-        updated_at=last_dispatched,
-    )
-    conn.execute(insert(job_state).values(**{**row, **extra}))
-    conn.execute(insert(job_events).values(job_id=job.id, at=defined_at, kind="defined", detail=None))
-
-
-def add_runs(
-    conn, job: Job, ticks: list[datetime], state: str = "succeeded", term: int | None = 1, **extra
-) -> None:
-    """Rows the way the scheduler inserts them (insert_ignore), then the worker's outcome."""
-    rows = []
-    for t in ticks:
-        row = dict(
-            job_id=job.id,
-            scheduled_for=t,
-            state=state,
-            manual=False,
-            term=term,
-            attempt=0 if state in ("queued", "skipped") else 1,
-            failures=0,
-            queued_at=t,
-            snapshot=job.snapshot(),
-            labels_key=job.labels_key,
-            concurrency=str(job.concurrency),
-        )
-        if state not in ("queued", "skipped"):
-            row.update(started_at=t + timedelta(seconds=1), worker="w1:1:aa")
-        if state in ("succeeded", "failed", "timed_out", "cancelled"):
-            row.update(finished_at=t + timedelta(seconds=4), exit_status=0 if state == "succeeded" else 2)
-        rows.append({**row, **extra})
-    assert insert_ignore(conn, job_runs, rows) == len(rows)
-
-
-def add_term(
-    conn, term: int, holder: str, acquired, expires, ended=None, end_reason=None, current=False
-) -> None:
-    conn.execute(
-        insert(lease_terms).values(
-            name="cron",
-            term=term,
-            holder=holder,
-            acquired_at=acquired,
-            renewed_at=expires - timedelta(seconds=15),
-            expires_at=expires,
-            ended_at=ended,
-            end_reason=end_reason,
-            schedctl_version="0.1.0",
-            tzdata_version="2025b",
-        )
-    )
-    if current:
-        conn.execute(scheduler_lease.delete())
-        conn.execute(
-            insert(scheduler_lease).values(
-                name="cron",
-                holder=holder,
-                term=term,
-                acquired_at=acquired,
-                renewed_at=expires - timedelta(seconds=15),
-                expires_at=expires,
-            )
-        )
 
 
 def seed_outage(store, recovered: bool = True) -> None:
@@ -643,7 +573,6 @@ def test_ticks_dropped_by_the_jobs_own_policy_do_not_make_status_bad(store):
 @pytest.mark.processes
 def test_two_replay_processes_racing_dispatch_each_tick_once(store, db_url, tmp_path):
     """Real `schedctl replay` processes on the real clock: a minutely job, no leader for the last 2 hours."""
-    import os
     import re
     import subprocess
     import sys
@@ -657,7 +586,7 @@ def test_two_replay_processes_racing_dispatch_each_tick_once(store, db_url, tmp_
     with store.begin() as conn:
         add_state(conn, minutely, now - timedelta(hours=2), now - timedelta(hours=2))
         add_term(conn, 1, "host-b:4711", now - timedelta(hours=3), now - timedelta(hours=2), current=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env = child_env()
     cmd = [
         sys.executable,
         "-m",

@@ -13,6 +13,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from factories import add_state, add_term, register_worker, run_row
 from sqlalchemy import event, insert
 
 from schedctl.job import CatchUp, Job
@@ -20,7 +21,7 @@ from schedctl.jobcontrol import pause
 from schedctl.missed import MissedCount, missed_counts, missed_many, missed_on
 from schedctl.status import Verdict, all_status, status_many, status_on
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+from schedctl.store.schema import job_events, job_runs
 
 
 def T(hour: int, minute: int, second: int = 0) -> datetime:
@@ -70,56 +71,12 @@ def make_job(i: int) -> tuple[str, Job]:
     return kind, job
 
 
-def add_state(conn, job: Job, defined_at: datetime, last_dispatched: datetime | None, **extra) -> None:
-    row = dict(
-        job_id=job.id,
-        schedule_key=job.schedule_key,
-        defined_at=defined_at,
-        last_dispatched=last_dispatched,
-        paused_by_file=job.paused,
-        updated_at=defined_at,
+def _run(job: Job, t: datetime, state: str, **extra) -> dict:
+    """Terms 1 then 2 (from 12:00); a run takes 2 s; failed runs exit 3, timed-out ones have no status."""
+    extra.setdefault("term", 1 if t < T(12, 0) else 2)
+    return run_row(
+        job, t, state, finished_after=timedelta(seconds=3), failed_exit=3, timed_out_exit=None, **extra
     )
-    conn.execute(insert(job_state).values(**{**row, **extra}))
-    conn.execute(insert(job_events).values(job_id=job.id, at=defined_at, kind="defined", detail=None))
-
-
-def register_worker(store, identity: str = "w1:1:aa", labels: dict[str, str] | None = None) -> None:
-    from schedctl.store import workers
-
-    me = workers.Registration(identity, "worker", "h", 1, "0.1.0", "2025b", labels or {}, 4, 1.0, 60.0)
-    with store.begin() as conn:
-        workers.register(conn, me)
-
-
-def run_row(job: Job, t: datetime, state: str, **extra) -> dict:
-    row = dict(
-        job_id=job.id,
-        scheduled_for=t,
-        state=state,
-        manual=False,
-        term=1 if t < T(12, 0) else 2,
-        attempt=0 if state in ("queued", "skipped") else 1,
-        failures=0,
-        queued_at=t,
-        snapshot=job.snapshot(),
-        labels_key=job.labels_key,
-        concurrency=str(job.concurrency),
-        # One multi-row insert needs the same keys in every row.
-        reason=None,
-        reason_detail=None,
-        started_at=None,
-        worker=None,
-        finished_at=None,
-        exit_status=None,
-    )
-    if state not in ("queued", "skipped"):
-        row.update(started_at=t + timedelta(seconds=1), worker="w1:1:aa")
-    if state in ("succeeded", "failed", "timed_out", "cancelled"):
-        row.update(
-            finished_at=t + timedelta(seconds=3),
-            exit_status=None if state == "timed_out" else (0 if state == "succeeded" else 3),
-        )
-    return {**row, **extra}
 
 
 def job_ticks(job: Job, start: datetime, end: datetime) -> list[datetime]:
@@ -133,57 +90,9 @@ def seed(store, n: int) -> dict[str, Job]:
     rows: list[dict] = []
     paused: list[Job] = []
     with store.begin() as conn:
-        conn.execute(
-            insert(lease_terms),
-            [
-                dict(
-                    name="cron",
-                    term=0,
-                    holder="host-c:3",
-                    acquired_at=T(6, 0),
-                    renewed_at=T(6, 59),
-                    expires_at=T(7, 0, 15),
-                    ended_at=T(7, 0),
-                    end_reason="released",
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                ),
-                dict(
-                    name="cron",
-                    term=1,
-                    holder="host-a:1",
-                    acquired_at=T(8, 0),
-                    renewed_at=T(12, 2),
-                    expires_at=T(12, 2, 30),
-                    ended_at=T(14, 0),
-                    end_reason="expired",
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                ),
-                dict(
-                    name="cron",
-                    term=2,
-                    holder="host-b:2",
-                    acquired_at=T(14, 0),
-                    renewed_at=T(16, 44, 55),
-                    expires_at=T(16, 45, 10),
-                    ended_at=None,
-                    end_reason=None,
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                ),
-            ],
-        )
-        conn.execute(
-            insert(scheduler_lease).values(
-                name="cron",
-                holder="host-b:2",
-                term=2,
-                acquired_at=T(14, 0),
-                renewed_at=T(16, 44, 55),
-                expires_at=T(16, 45, 10),
-            )
-        )
+        add_term(conn, 0, "host-c:3", T(6, 0), T(7, 0, 15), T(7, 0), "released", renewed=T(6, 59))
+        add_term(conn, 1, "host-a:1", T(8, 0), T(12, 2, 30), T(14, 0), "expired", renewed=T(12, 2))
+        add_term(conn, 2, "host-b:2", T(14, 0), T(16, 45, 10), renewed=T(16, 44, 55), current=True)
         for i in range(n):
             kind, job = make_job(i)
             jobs[job.id] = job
@@ -192,25 +101,25 @@ def seed(store, n: int) -> dict[str, Job]:
             if kind == "never":
                 continue
             if kind == "stateless":
-                rows += [run_row(job, t, "succeeded") for t in led if t >= T(10, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t >= T(10, 0)]
                 # `schedctl run` before any leader saw it: a manual run is not a tick, the window starts at 10:00.
-                rows.append(run_row(job, T(9, 3, 7), "succeeded", manual=True, term=None))
+                rows.append(_run(job, T(9, 3, 7), "succeeded", manual=True, term=None))
                 continue
             if kind == "late":
                 add_state(conn, job, T(15, 50), T(16, 40))
                 late = [t for t in every if t > T(15, 50)]
-                rows += [run_row(job, t, "succeeded") for t in late[:-2]]
-                rows += [run_row(job, late[-2], "running"), run_row(job, late[-1], "queued")]
+                rows += [_run(job, t, "succeeded") for t in late[:-2]]
+                rows += [_run(job, late[-2], "running"), _run(job, late[-1], "queued")]
                 continue
             if kind == "redefined":
                 add_state(conn, job, T(11, 0), T(16, 40), history_start=T(10, 0))
                 conn.execute(
                     insert(job_events).values(job_id=job.id, at=T(11, 0), kind="schedule_changed", detail="x")
                 )
-                rows += [run_row(job, t, "succeeded") for t in led if t > T(11, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t > T(11, 0)]
                 # Rows of the old schedule, before the job's window: never its missed ticks.
-                rows += [run_row(job, t, "succeeded") for t in ticks(T(9, 5), T(10, 55)) if t != T(10, 25)]
-                rows.append(run_row(job, T(10, 25), "skipped", reason="concurrency", reason_detail="busy"))
+                rows += [_run(job, t, "succeeded") for t in ticks(T(9, 5), T(10, 55)) if t != T(10, 25)]
+                rows.append(_run(job, T(10, 25), "skipped", reason="concurrency", reason_detail="busy"))
                 continue
             if kind == "refused":
                 add_state(
@@ -221,17 +130,17 @@ def seed(store, n: int) -> dict[str, Job]:
                     refused_at=T(14, 0),
                     refused_detail="7 missed ticks exceed max_catch_up = 5; run `schedctl replay`",
                 )
-                rows += [run_row(job, t, "succeeded") for t in led if t < T(12, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t < T(12, 0)]
                 continue
             add_state(conn, job, T(9, 0), T(16, 40))
             if kind == "paused":
                 paused.append(job)
-                rows += [run_row(job, t, "succeeded") for t in led if t < T(15, 0)]
+                rows += [_run(job, t, "succeeded") for t in led if t < T(15, 0)]
                 continue
             if kind in ("healthy", "failing"):
                 # The scheduler recorded the outage's ticks as dropped by catch_up = "skip".
                 rows += [
-                    run_row(job, t, "skipped", reason="catch_up_skip", reason_detail="missed while down")
+                    _run(job, t, "skipped", reason="catch_up_skip", reason_detail="missed while down")
                     for t in every
                     if in_gap(t)
                 ]
@@ -239,7 +148,7 @@ def seed(store, n: int) -> dict[str, Job]:
                 state = "succeeded"
                 if kind == "failing" and k >= len(led) - 3:
                     state = "timed_out" if k == len(led) - 1 else "failed"
-                rows.append(run_row(job, t, state))
+                rows.append(_run(job, t, state))
         if rows:
             assert insert_ignore(conn, job_runs, rows) == len(rows)
     for job in paused:
@@ -409,24 +318,10 @@ def test_one_read_of_the_terms_answers_every_window_inside_it(store):
         (6, T(9, 0), T(9, 30), T(8, 50)),  # "ended" before it was acquired (clocks of different hosts)
     ]
     with store.begin() as conn:
-        conn.execute(
-            insert(lease_terms),
-            [
-                dict(
-                    name="cron",
-                    term=term,
-                    holder=f"host-{term}:1",
-                    acquired_at=acquired,
-                    renewed_at=expires - timedelta(seconds=15),
-                    expires_at=expires,
-                    ended_at=ended,
-                    end_reason=None if ended is None else "released",
-                    schedctl_version="0.1.0",
-                    tzdata_version="2025b",
-                )
-                for term, acquired, expires, ended in terms
-            ],
-        )
+        for term, acquired, expires, ended in terms:
+            add_term(
+                conn, term, f"host-{term}:1", acquired, expires, ended, None if ended is None else "released"
+            )
     # Every instant a term starts or stops and a hair either side of it (the comparisons are < and <=).
     marks = {t for _, *instants in terms for t in instants if t is not None}
     hair = timedelta(microseconds=1)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from launch import child_env
 from sqlalchemy import create_engine, make_url, text
 
 from schedctl.errors import StoreError
@@ -23,7 +24,7 @@ JOBS = '[jobs.a]\nschedule = "0 1 * * *"\ntimezone = "UTC"\ncatch_up = "skip"\nc
 
 
 def schedctl(*args: str, cwd: Path, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCHEDCTL_")}
+    env = child_env()
     # A retry loop (the bug) shows as TimeoutExpired: the test fails instead of hanging.
     return subprocess.run(
         [sys.executable, "-m", "schedctl", *args],

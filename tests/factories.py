@@ -1,0 +1,132 @@
+"""Rows the store tests seed by hand, written once.
+
+Tests import this as ``factories`` (``pythonpath = ["tests"]`` in pyproject's pytest options).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import insert
+
+from schedctl.job import Job
+from schedctl.store.dialect import insert_ignore
+from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+
+LEASE_NAME = "cron"
+# The seeded terms were last renewed this long before they expire, unless a test says otherwise.
+RENEW_BEFORE_EXPIRY = timedelta(seconds=15)
+
+
+def add_term(
+    conn,
+    term: int,
+    holder: str,
+    acquired: datetime,
+    expires: datetime,
+    ended: datetime | None = None,
+    end_reason: str | None = None,
+    *,
+    current: bool = False,
+    renewed: datetime | None = None,
+    grace: float | None = None,
+    tzdata: str = "2025b",
+) -> None:
+    """One leader term in lease_terms; with ``current``, also the live lease row it holds (replacing any)."""
+    renewed = renewed if renewed is not None else expires - RENEW_BEFORE_EXPIRY
+    conn.execute(
+        insert(lease_terms).values(
+            name=LEASE_NAME,
+            term=term,
+            holder=holder,
+            acquired_at=acquired,
+            renewed_at=renewed,
+            expires_at=expires,
+            ended_at=ended,
+            end_reason=end_reason,
+            schedctl_version="0.1.0",
+            tzdata_version=tzdata,
+            catch_up_grace=grace,
+        )
+    )
+    if current:
+        conn.execute(scheduler_lease.delete())
+        conn.execute(
+            insert(scheduler_lease).values(
+                name=LEASE_NAME,
+                holder=holder,
+                term=term,
+                acquired_at=acquired,
+                renewed_at=renewed,
+                expires_at=expires,
+            )
+        )
+
+
+def add_state(conn, job: Job, defined_at: datetime, last_dispatched: datetime | None, **extra) -> None:
+    """The job's job_state row and its `defined` event, as the scheduler writes them on first sight."""
+    row = dict(
+        job_id=job.id,
+        schedule_key=job.schedule_key,
+        defined_at=defined_at,
+        last_dispatched=last_dispatched,
+        paused_by_file=job.paused,
+        updated_at=defined_at,
+    )
+    conn.execute(insert(job_state).values(**{**row, **extra}))
+    conn.execute(insert(job_events).values(job_id=job.id, at=defined_at, kind="defined", detail=None))
+
+
+def run_row(
+    job: Job,
+    t: datetime,
+    state: str,
+    *,
+    term: int | None = 1,
+    finished_after: timedelta = timedelta(seconds=4),
+    failed_exit: int = 2,
+    timed_out_exit: int | None = 2,
+    **extra,
+) -> dict:
+    """A job_runs row for the tick ``t`` in ``state``: started a second after its tick by worker w1:1:aa, and,
+    when it ended, finished ``finished_after`` the tick. Every row has every key (one multi-row insert)."""
+    row = dict(
+        job_id=job.id,
+        scheduled_for=t,
+        state=state,
+        manual=False,
+        term=term,
+        attempt=0 if state in ("queued", "skipped") else 1,
+        failures=0,
+        queued_at=t,
+        snapshot=job.snapshot(),
+        labels_key=job.labels_key,
+        concurrency=str(job.concurrency),
+        reason=None,
+        reason_detail=None,
+        started_at=None,
+        worker=None,
+        finished_at=None,
+        exit_status=None,
+    )
+    if state not in ("queued", "skipped"):
+        row.update(started_at=t + timedelta(seconds=1), worker="w1:1:aa")
+    if state in ("succeeded", "failed", "timed_out", "cancelled"):
+        exits = {"succeeded": 0, "timed_out": timed_out_exit}
+        row.update(finished_at=t + finished_after, exit_status=exits.get(state, failed_exit))
+    return {**row, **extra}
+
+
+def add_runs(conn, job: Job, ticks: list[datetime], state: str = "succeeded", **row) -> None:
+    """Rows the way the scheduler inserts them (insert_ignore), then the worker's outcome."""
+    rows = [run_row(job, t, state, **row) for t in ticks]
+    assert insert_ignore(conn, job_runs, rows) == len(rows)
+
+
+def register_worker(store, identity: str = "w1:1:aa", labels: dict[str, str] | None = None) -> None:
+    """An alive worker in the registry, so queued runs read as waiting for it, not stranded."""
+    from schedctl.store import workers
+
+    me = workers.Registration(identity, "worker", "h", 1, "0.1.0", "2025b", labels or {}, 4, 1.0, 60.0)
+    with store.begin() as conn:
+        workers.register(conn, me)
