@@ -308,7 +308,8 @@ def missed(
     the grace the latest leader recorded. ``late``: also list the ticks an explicit ``until`` reaches past
     the grace, as ``late``."""
     with store.read() as conn:
-        return missed_on(conn, job, since, until, now, grace=grace, lease_name=lease_name, late=late)
+        found = gather(conn, [job], since, until, now, grace=grace, lease_name=lease_name, late=late)
+    return found.explain()[job.id]  # after the transaction: see Gathered
 
 
 def missed_on(
@@ -444,6 +445,62 @@ def missed_many(
 ) -> dict[str, list[MissedTick]]:
     """``missed_on`` for every job, by job id, in a number of statements that does not grow with the jobs
     (one per table and chunk of ids). ``states`` spares reading job_state again when the caller has it."""
+    found = gather(
+        conn, jobs, since, until, now, grace=grace, lease_name=lease_name, states=states, late=late
+    )
+    return found.explain(fires_cache)
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Everything ``missed`` reads from the database for some jobs; ``explain`` works it out without it.
+
+    Explaining a day-old outage of a per-second job walks 86,400 fires: seconds of CPU on a loaded host.
+    Callers read inside their transaction and explain after it ends, so no session sits idle in a
+    transaction past the server's bound (`store.bounds`), which would end it.
+    """
+
+    items: list[Job]
+    states: Mapping[str, h.StateRecord]
+    windows: dict[str, tuple[TickSpan, TickSpan | None]]
+    evidence: dict[str, _Evidence]
+    now: datetime
+    grace: float
+    fallback: float
+
+    def explain(self, fires_cache: FiresCache | None = None) -> dict[str, list[MissedTick]]:
+        out: dict[str, list[MissedTick]] = {j.id: [] for j in self.items}
+        for job in self.items:
+            if job.id not in self.windows:
+                continue
+            window, younger = self.windows[job.id]
+            out[job.id] = _explain(
+                job,
+                self.states.get(job.id),
+                window,
+                younger,
+                self.evidence[job.id],
+                self.now,
+                self.grace,
+                fires_cache,
+                self.fallback,
+            )
+        return out
+
+
+def gather(
+    conn: Connection,
+    jobs: Iterable[Job],
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    *,
+    grace: float | None = None,
+    lease_name: str = DEFAULT_LEASE_NAME,
+    states: Mapping[str, h.StateRecord] | None = None,
+    late: bool = False,
+) -> Gathered:
+    """The reads of ``missed_many``, and nothing else."""
     items = list(jobs)
     ids = [j.id for j in items]
     # An explicit grace also stands for the terms that recorded none; else those had the 60 s default.
@@ -459,33 +516,26 @@ def missed_many(
         younger = late_window(window, until, now) if late else None
         if window.after < window.until or younger is not None:
             windows[job.id] = (window, younger)
-    out: dict[str, list[MissedTick]] = {i: [] for i in ids}
-    if not windows:
-        return out
-    wanted = list(windows)
-    # One read over the union of the windows; each job then keeps the rows of its own.
-    lo = min(w.after for w, _ in windows.values())
-    hi = max((y or w).until for w, y in windows.values())
-    runs = h.runs_between_by_job(conn, wanted, lo, hi)
-    ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
-    # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
-    cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
-    events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
-    for job in items:
-        if job.id not in windows:
-            continue
-        window, younger = windows[job.id]
-        reach = (younger or window).until
-        found = _Evidence(
-            runs=[r for r in runs[job.id] if window.after < r.scheduled_for < reach],
-            ranges=ranges[job.id],
-            terms=cover.between(window.after, max(hi, now)),
-            events=events[job.id],
-        )
-        out[job.id] = _explain(
-            job, states.get(job.id), window, younger, found, now, grace, fires_cache, fallback
-        )
-    return out
+    evidence: dict[str, _Evidence] = {}
+    if windows:
+        wanted = list(windows)
+        # One read over the union of the windows; each job then keeps the rows of its own.
+        lo = min(w.after for w, _ in windows.values())
+        hi = max((y or w).until for w, y in windows.values())
+        runs = h.runs_between_by_job(conn, wanted, lo, hi)
+        ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
+        # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
+        cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
+        events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
+        for job_id, (window, younger) in windows.items():
+            reach = (younger or window).until
+            evidence[job_id] = _Evidence(
+                runs=[r for r in runs[job_id] if window.after < r.scheduled_for < reach],
+                ranges=ranges[job_id],
+                terms=cover.between(window.after, max(hi, now)),
+                events=events[job_id],
+            )
+    return Gathered(items, states, windows, evidence, now, grace, fallback)
 
 
 def missed_counts(
@@ -502,18 +552,17 @@ def missed_counts(
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
     out: list[MissedCount] = []
     with store.read() as conn:
-        found = missed_many(
-            conn, items, since, until, now, grace=grace, lease_name=lease_name, fires_cache={}
-        )
-        for job in items:
-            ticks = found[job.id]
-            out.append(
-                MissedCount(
-                    job_id=job.id,
-                    count=len(ticks),
-                    reasons=dict(Counter(t.reason_code for t in ticks)),
-                    first=ticks[0].scheduled_for if ticks else None,
-                    last=ticks[-1].scheduled_for if ticks else None,
-                )
+        gathered = gather(conn, items, since, until, now, grace=grace, lease_name=lease_name)
+    found = gathered.explain({})  # after the transaction: see Gathered
+    for job in items:
+        ticks = found[job.id]
+        out.append(
+            MissedCount(
+                job_id=job.id,
+                count=len(ticks),
+                reasons=dict(Counter(t.reason_code for t in ticks)),
+                first=ticks[0].scheduled_for if ticks else None,
+                last=ticks[-1].scheduled_for if ticks else None,
             )
+        )
     return out

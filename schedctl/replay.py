@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.errors import ReplayRefused
 from schedctl.job import EventKind, Job, RunState
-from schedctl.missed import missed_many, rfc3339
+from schedctl.missed import gather, rfc3339
 from schedctl.store import Store
 from schedctl.store import history as h
 from schedctl.store.dialect import insert_ignore
@@ -84,7 +84,8 @@ def plan_replay(
     ordered = sorted(jobs, key=lambda j: j.id)
     with store.read() as conn:
         states = h.job_states_of(conn, [j.id for j in ordered])
-        missed = missed_many(conn, ordered, since, until, now, grace=grace, states=states)
+        gathered = gather(conn, ordered, since, until, now, grace=grace, states=states)
+    missed = gathered.explain()  # after the transaction: a long backlog is seconds of CPU (see Gathered)
     for job in ordered:
         for m in missed[job.id]:
             action = "requeue" if m.row_state == RunState.SKIPPED else "insert"
