@@ -106,14 +106,18 @@ def test_a_sigkill_failover_runs_every_tick_of_the_gap_once_in_order(db_url: str
     leader = _until(lambda: (s := lease.current(store)) is not None and s.expires_at > s.db_now and s, 20)
     _until(lambda: any(row[1] == "succeeded" for row in _rows(store)), 15)
 
-    # Kill right after a renewal whose lease ends 0.1..0.6 s after a tick (one renewal in four does).
+    # Kill right after a renewal whose lease ends 0.1..0.6 s after a tick (one renewal in four does), and
+    # seen within 0.15 s of it by the database's clock: the gap's first tick comes 0.4..0.9 s after that
+    # renewal, so a kill that lands later than that would let the old leader dispatch it on time.
     seen = leader.expires_at
+    deadline = time.monotonic() + 60
     while True:
+        assert time.monotonic() < deadline, "no renewal suitable for the kill within 60 s"
         state = lease.current(store)
         assert state is not None and state.holder == leader.holder
         if state.expires_at != seen:
             seen = state.expires_at
-            if 0.1 <= _phase(seen) < 0.6:
+            if 0.1 <= _phase(seen) < 0.6 and state.renewed_ago < 0.15:
                 replicas[leader.holder].send_signal(signal.SIGKILL)
                 break
         time.sleep(0.01)
