@@ -18,12 +18,13 @@ from schedctl.eligibility import Stranded, stranded_runs
 from schedctl.job import CatchUp, EventKind, Job, PauseSource, RunState, SkipReason
 from schedctl.missed import (
     FiresCache,
+    Gathered,
     MissedTick,
     Reason,
     TickState,
     catch_up_bound,
     first_clause,
-    missed_many,
+    gather,
     missed_on,
     pause_intervals,
 )
@@ -429,6 +430,88 @@ def _assemble(
     )
 
 
+@dataclass(frozen=True)
+class StatusReads:
+    """Everything ``status`` reads from the database for some jobs; ``assemble`` works the answer out without
+    it. Explaining missed ticks can be seconds of CPU after a long outage, so callers read inside their
+    transaction and assemble after it ends (see `missed.Gathered`)."""
+
+    items: list[Job]
+    now: datetime
+    last_n: int
+    states: Mapping[str, h.StateRecord]
+    gathered: Gathered
+    recent: Mapping[str, list[h.RunRecord]]
+    finished: Mapping[str, list[h.RunRecord]]
+    dispatched: Mapping[str, list[h.RunRecord]]
+    active: Mapping[str, tuple[int, datetime | None]]
+    pauses: Mapping[str, list[h.EventRecord]]
+    lease: LeaseView | None
+    last_term: h.TermRecord | None
+    stranded: Mapping[str, Stranded]
+
+    def assemble(self, fires_cache: FiresCache | None = None) -> list[JobStatus]:
+        missed = self.gathered.explain(fires_cache)
+        schedules: dict[str, tuple[datetime | None, str | None]] = {}
+        return [
+            _assemble(
+                job,
+                self.now,
+                self.last_n,
+                state=self.states.get(job.id),
+                missed=missed[job.id],
+                rows=self.recent[job.id],
+                finished=self.finished[job.id],
+                dispatched=self.dispatched[job.id],
+                active=self.active.get(job.id, (0, None)),
+                lease=self.lease,
+                last_term=self.last_term,
+                schedules=schedules,
+                stranded=self.stranded.get(job.id),
+                file_paused_since=_file_paused_since(self.pauses[job.id], self.states.get(job.id))
+                if job.paused
+                else None,
+            )
+            for job in self.items
+        ]
+
+
+def read_status(
+    conn: Connection,
+    jobs: Iterable[Job],
+    now: datetime,
+    last_n: int = DEFAULT_LAST,
+    *,
+    grace: float | None = None,
+    lease_name: str = DEFAULT_LEASE_NAME,
+) -> StatusReads:
+    """The reads of ``status_many``, and nothing else: a number of statements that does not grow with the
+    jobs (each table is read once per chunk of ids, the lease once)."""
+    items = list(jobs)
+    ids = [j.id for j in items]
+    states = h.job_states_of(conn, ids)
+    gathered = gather(conn, items, None, None, now, grace=grace, lease_name=lease_name, states=states)
+    recent, finished, dispatched = h.latest_runs_by_job(
+        conn, ids, now, [(_recent_limit(last_n), None), (_FINISHED_LIMIT, _FINISHED), (1, _DISPATCHED)]
+    )
+    return StatusReads(
+        items=items,
+        now=now,
+        last_n=last_n,
+        states=states,
+        gathered=gathered,
+        recent=recent,
+        finished=finished,
+        dispatched=dispatched,
+        active=h.active_runs_by_job(conn, ids),
+        # Pause events are few (two per pause), so one read per chunk of ids, as for the other tables.
+        pauses=h.events_by_job(conn, ids, _PAUSE_EVENTS, until=now),
+        lease=_lease_view(conn, lease_name, now),
+        last_term=h.latest_term(conn, lease_name),
+        stranded=stranded_runs(conn, now),
+    )
+
+
 def status_many(
     conn: Connection,
     jobs: Iterable[Job],
@@ -439,51 +522,10 @@ def status_many(
     lease_name: str = DEFAULT_LEASE_NAME,
     fires_cache: FiresCache | None = None,
 ) -> list[JobStatus]:
-    """``status_on`` for every job, in the given order, in a number of statements that does not grow with the
-    jobs: each table is read once per chunk of ids, the lease once."""
-    items = list(jobs)
-    ids = [j.id for j in items]
-    states = h.job_states_of(conn, ids)
-    missed = missed_many(
-        conn,
-        items,
-        None,
-        None,
-        now,
-        grace=grace,
-        lease_name=lease_name,
-        fires_cache=fires_cache,
-        states=states,
-    )
-    recent, finished, dispatched = h.latest_runs_by_job(
-        conn, ids, now, [(_recent_limit(last_n), None), (_FINISHED_LIMIT, _FINISHED), (1, _DISPATCHED)]
-    )
-    active = h.active_runs_by_job(conn, ids)
-    # Pause events are few (two per pause), so one read per chunk of ids, as for the other tables.
-    pauses = h.events_by_job(conn, ids, _PAUSE_EVENTS, until=now)
-    lease = _lease_view(conn, lease_name, now)
-    last_term = h.latest_term(conn, lease_name)
-    stranded = stranded_runs(conn, now)
-    schedules: dict[str, tuple[datetime | None, str | None]] = {}
-    return [
-        _assemble(
-            job,
-            now,
-            last_n,
-            state=states.get(job.id),
-            missed=missed[job.id],
-            rows=recent[job.id],
-            finished=finished[job.id],
-            dispatched=dispatched[job.id],
-            active=active.get(job.id, (0, None)),
-            lease=lease,
-            last_term=last_term,
-            schedules=schedules,
-            stranded=stranded.get(job.id),
-            file_paused_since=_file_paused_since(pauses[job.id], states.get(job.id)) if job.paused else None,
-        )
-        for job in items
-    ]
+    """``status_on`` for every job, in the given order, on an open connection (``read_status`` then
+    ``assemble``)."""
+    reads = read_status(conn, jobs, now, last_n, grace=grace, lease_name=lease_name)
+    return reads.assemble(fires_cache)
 
 
 def job_status(
@@ -497,7 +539,8 @@ def job_status(
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
     with store.read() as conn:
-        return status_on(conn, job, now, last_n, grace=grace, lease_name=lease_name)
+        reads = read_status(conn, [job], now, last_n, grace=grace, lease_name=lease_name)
+    return reads.assemble()[0]  # after the transaction: see StatusReads
 
 
 def all_status(
@@ -511,4 +554,5 @@ def all_status(
     """Every job's status (timeline of one: the last result), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
     with store.read() as conn:
-        return status_many(conn, items, now, 1, grace=grace, lease_name=lease_name, fires_cache={})
+        reads = read_status(conn, items, now, 1, grace=grace, lease_name=lease_name)
+    return reads.assemble({})  # after the transaction: see StatusReads

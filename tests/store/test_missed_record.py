@@ -24,6 +24,7 @@ from schedctl.cron import schedule_for
 from schedctl.job import CatchUp, Job
 from schedctl.missed import missed
 from schedctl.replay import plan_replay, replay
+from schedctl.status import all_status, job_status
 from schedctl.store import claims
 from schedctl.store.dialect import insert_ignore, select_db_now
 from schedctl.store.schema import job_runs, job_state, missed_ranges
@@ -205,7 +206,7 @@ def test_explaining_a_long_outage_holds_no_transaction_open(store, monkeypatch):
     transaction, the server's idle-in-transaction bound (one-shot commands: 3 s) ended the session and
     `missed`/`replay` failed. Here a store whose bound is 1 s, and an explanation made 2.5 s slow: `missed`
     and `plan_replay` still answer, because they explain after their transaction ends. (SQLite has no such
-    bound; there the test only shows that the answers stay the same.)"""
+    bound; there the test only shows that the answers stay the same.) `status` reads and explains the same way."""
     import time
 
     from schedctl import missed as missed_mod
@@ -224,5 +225,7 @@ def test_explaining_a_long_outage_holds_no_transaction_open(store, monkeypatch):
     try:
         assert [t.scheduled_for for t in missed(tight, PULSE, None, None, now)] == outage
         assert len(plan_replay(tight, [PULSE], None, None, now).ticks) == len(outage)
+        assert [t.scheduled_for for t in job_status(tight, PULSE, now).missed] == outage
+        assert [t.scheduled_for for t in all_status(tight, [PULSE], now)[0].missed] == outage
     finally:
         tight.dispose()
