@@ -9,7 +9,7 @@ to abort what a lost client leaves behind, well before a standby's take-over is 
 - any statement ends after ``statement`` seconds;
 - TCP keepalives and ``TCP_USER_TIMEOUT`` on both ends turn a silent peer into a closed connection.
 
-``idle_in_transaction`` is also the *commit bound* of the fence (``lease.fence_commit``): a fenced
+``idle_in_transaction`` is also the *commit bound* of the fence (``leases.fence_commit``): a fenced
 transaction commits only if its lease outlives the check by more than this bound, and the server aborts it
 if the COMMIT arrives later than this bound after the check, so no write commits after its term expired.
 
@@ -64,7 +64,7 @@ class Bounds:
 
     @property
     def commit_margin(self) -> float:
-        """How much lease a fenced transaction must have left at its closing check (see lease.fence)."""
+        """How much lease a fenced transaction must have left at its closing check (see leases.fence)."""
         # The idle bound, plus the time the closing statement itself may run after reading the clock
         # (it waits for nothing: the lease row is already locked by this transaction).
         return self.idle_in_transaction + 0.5

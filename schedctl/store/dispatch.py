@@ -1,6 +1,6 @@
 """The leader's writes: run rows for ticks, job_state bookkeeping and job_events, each in a fenced transaction.
 
-Every function that writes takes a ``Fence`` and calls ``lease.fence`` first inside its transaction, so a
+Every function that writes takes a ``Fence`` and calls ``leases.fence`` first inside its transaction, so a
 deposed leader (paused, partitioned, or slow) has its write rejected with NotLeader instead of moving a job's
 state after someone else leads.
 """
@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
-from schedctl.store import Store, wake
+from schedctl.store import Store, leases, wake
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
@@ -199,13 +199,11 @@ def dispatch(
 @contextlib.contextmanager
 def _fenced(store: Store, fence: Fence) -> Iterator[Connection]:
     """A transaction fenced at both ends: refused first if the term is not current, and checked last,
-    just before COMMIT, to have enough lease left to commit in (``lease.fence_commit``)."""
-    from schedctl import lease
-
+    just before COMMIT, to have enough lease left to commit in (``leases.fence_commit``)."""
     with store.begin() as conn:
-        lease.fence(conn, fence.name, fence.identity, fence.term)
+        leases.fence(conn, fence.name, fence.identity, fence.term)
         yield conn
-        lease.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin)
+        leases.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin)
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:

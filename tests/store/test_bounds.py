@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 
 from schedctl import lease
 from schedctl.errors import LeaseTooShort, StoreConflict, StoreError
-from schedctl.store import Store, open_store
+from schedctl.store import Store, leases, open_store
 from schedctl.store.bounds import Bounds
 from schedctl.store.dialect import db_now
 from schedctl.store.migrate import upgrade
@@ -103,7 +103,7 @@ def test_a_silent_leader_inside_its_fence_does_not_stop_the_takeover(
     # server sees idle in its transaction, as it would see a leader cut off with no RST.
     frozen = a.engine.connect()
     frozen.begin()
-    lease.fence(frozen, NAME, "a", first.term or 0)
+    leases.fence(frozen, NAME, "a", first.term or 0)
     try:
         deadline = time.monotonic() + 20  # far past the 3 s lease: without server bounds, never taken
         taken = None
@@ -139,12 +139,12 @@ def test_a_fenced_write_is_refused_when_its_lease_ends_within_the_commit_bound(
     held = lease.acquire_or_renew(a, NAME, "a", SHORT.commit_margin + 0.6)
     assert held.held and held.term is not None
     with a.begin() as conn:
-        lease.fence(conn, NAME, "a", held.term)
-        lease.fence_commit(conn, NAME, "a", held.term, SHORT.commit_margin)  # 0.6 s to spare: commits
+        leases.fence(conn, NAME, "a", held.term)
+        leases.fence_commit(conn, NAME, "a", held.term, SHORT.commit_margin)  # 0.6 s to spare: commits
     time.sleep(0.8)  # now under the margin, still live: the commit could land after the expiry
     with pytest.raises(LeaseTooShort), a.begin() as conn:
-        lease.fence(conn, NAME, "a", held.term)
-        lease.fence_commit(conn, NAME, "a", held.term, SHORT.commit_margin)
+        leases.fence(conn, NAME, "a", held.term)
+        leases.fence_commit(conn, NAME, "a", held.term, SHORT.commit_margin)
 
 
 def test_a_new_term_starts_when_its_holder_held_the_row(store: Any) -> None:
@@ -157,7 +157,7 @@ def test_a_new_term_starts_when_its_holder_held_the_row(store: Any) -> None:
 
     def hold_the_row() -> None:
         with store.begin() as conn:
-            conn.execute(lease._lease_query(NAME).with_for_update(read=True)).one()
+            conn.execute(leases.lease_query(NAME).with_for_update(read=True)).one()
             locked.set()
             time.sleep(1.0)  # inside every backend's lock bound (3 s here), so the take-over waits it out
             released.append(conn.execute(select(db_now())).scalar_one())

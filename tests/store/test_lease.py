@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from schedctl import lease
 from schedctl.errors import NotLeader, UsageError
-from schedctl.store import open_store
+from schedctl.store import leases, open_store
 from schedctl.store.dialect import insert_ignore, select_db_now
 from schedctl.store.schema import job_runs
 
@@ -175,7 +175,7 @@ def _wait_until_lapsed(store, expires_at, conn=None):
 def _dispatch(store, identity, term, job_id):
     """What the scheduler does: fence first, then write, in one transaction."""
     with store.begin() as conn:
-        lease.fence(conn, NAME, identity, term)
+        leases.fence(conn, NAME, identity, term)
         now = select_db_now(conn)
         row = dict(job_id=job_id, scheduled_for=now, state="queued", queued_at=now)
         insert_ignore(conn, job_runs, [row])
@@ -202,7 +202,7 @@ def test_fence_rejects_a_lapsed_lease_nobody_took_yet(store):
     with pytest.raises(NotLeader, match="lapsed"):
         _dispatch(store, "a", old.term, "too-late")
     with pytest.raises(NotLeader, match="has no holder"), store.begin() as conn:
-        lease.fence(conn, "never-held", "a", 1)
+        leases.fence(conn, "never-held", "a", 1)
     assert _runs(store) == []
 
 
@@ -215,7 +215,7 @@ def test_a_takeover_waits_for_the_fenced_dispatch_to_commit(store):
     # to run out on a loaded 2-core machine when a connection set-up still lay in between.
     mine = lease.acquire_or_renew(store, NAME, "a", 2.0)
     with store.begin() as conn:
-        lease.fence(conn, NAME, "a", mine.term)
+        leases.fence(conn, NAME, "a", mine.term)
         _wait_until_lapsed(store, mine.expires_at, conn)  # while the dispatch transaction is still open
         thief = threading.Thread(target=lambda: taken.append(lease.acquire_or_renew(other, NAME, "b", 30)))
         thief.start()
