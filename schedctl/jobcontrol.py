@@ -10,15 +10,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-
-from sqlalchemy import insert, update
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING
 
 from schedctl.job import EventKind, Job, PauseSource
-from schedctl.store import Store
+from schedctl.store import Store, jobstate
 from schedctl.store import history as h
-from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_state
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 log = logging.getLogger("schedctl.jobcontrol")
 
@@ -50,11 +49,7 @@ def pause(store: Store, job: Job, now: datetime, by: str | None = None) -> Pause
     (default: this user@host) is kept for `status`."""
     with store.begin() as conn:
         _ensure_state(conn, job, now)
-        changed = conn.execute(
-            update(job_state)
-            .where(job_state.c.job_id == job.id, job_state.c.paused_at.is_(None))
-            .values(paused_at=now, paused_by=by or actor(), updated_at=now)
-        ).rowcount
+        changed = jobstate.set_paused(conn, job.id, now, by or actor())
         if changed:
             _event(conn, job.id, EventKind.PAUSED, now)
         state = h.job_state_of(conn, job.id)
@@ -67,11 +62,7 @@ def pause(store: Store, job: Job, now: datetime, by: str | None = None) -> Pause
 def resume(store: Store, job: Job, now: datetime) -> PauseResult:
     """Clear ``job_state.paused_at``; a job paused in its file stays paused (the result says so)."""
     with store.begin() as conn:
-        changed = conn.execute(
-            update(job_state)
-            .where(job_state.c.job_id == job.id, job_state.c.paused_at.is_not(None))
-            .values(paused_at=None, paused_by=None, updated_at=now)
-        ).rowcount
+        changed = jobstate.clear_paused(conn, job.id, now)
         if changed:
             _event(conn, job.id, EventKind.RESUMED, now)
     if changed:
@@ -81,19 +72,11 @@ def resume(store: Store, job: Job, now: datetime) -> PauseResult:
 
 def _ensure_state(conn: Connection, job: Job, now: datetime) -> None:
     # As a leader's first sight would: ticks count from now, so pausing a new job does not invent a backlog.
-    row = {
-        "job_id": job.id,
-        "schedule_key": job.schedule_key,
-        "defined_at": now,
-        "last_dispatched": now,
-        "paused_by_file": False,
-        "updated_at": now,
-    }
-    if insert_ignore(conn, job_state, [row]):
+    if jobstate.record_first_sight(conn, [(job.id, job.schedule_key, False)], now):
         _event(conn, job.id, EventKind.DEFINED, now, "first recorded by schedctl pause")
 
 
 def _event(
     conn: Connection, job_id: str, kind: EventKind, now: datetime, detail: str = PauseSource.COMMAND
 ) -> None:
-    conn.execute(insert(job_events).values(job_id=job_id, at=now, kind=kind, detail=detail))
+    jobstate.journal(conn, job_id, kind, now, detail)

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, update
+from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from schedctl.errors import ReplayRefused
 from schedctl.job import EventKind, Job, RunState
 from schedctl.missed import gather, rfc3339
-from schedctl.store import Store
+from schedctl.store import Store, jobstate
 from schedctl.store import history as h
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs, job_state
+from schedctl.store.schema import job_runs
 
 log = logging.getLogger("schedctl.replay")
 
@@ -195,26 +195,10 @@ def _record(
     conn: Connection, job_id: str, ticks: list[datetime], new: int, clear: bool, now: datetime
 ) -> None:
     """Clear the catch-up refusal, move dispatch past the replayed ticks, and journal what was done."""
-    cleared = 0
-    if clear:
-        cleared = conn.execute(
-            update(job_state)
-            .where(job_state.c.job_id == job_id, job_state.c.refused_at.is_not(None))
-            .values(refused_at=None, refused_detail=None, updated_at=now)
-        ).rowcount
+    cleared = jobstate.clear_refusal(conn, job_id, now) if clear else False
     if ticks:
         # Only forward: the replayed ticks are decided now, so the scheduler must not weigh them again.
-        last = max(ticks)
-        conn.execute(
-            update(job_state)
-            .where(
-                and_(
-                    job_state.c.job_id == job_id,
-                    or_(job_state.c.last_dispatched.is_(None), job_state.c.last_dispatched < last),
-                )
-            )
-            .values(last_dispatched=last, updated_at=now)
-        )
+        jobstate.advance_last_dispatched(conn, {job_id: max(ticks)}, now)
     if not new and not cleared:
         return  # another replay got there first: it journals what it did
     detail = f"schedctl replay: {new} of {len(ticks)} missed ticks dispatched"
@@ -222,4 +206,4 @@ def _record(
         detail += f" ({rfc3339(min(ticks))} .. {rfc3339(max(ticks))})"
     if cleared:
         detail += "; catch-up refusal cleared"
-    conn.execute(insert(job_events).values(job_id=job_id, at=now, kind=EventKind.REPLAYED, detail=detail))
+    jobstate.journal(conn, job_id, EventKind.REPLAYED, now, detail)

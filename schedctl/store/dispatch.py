@@ -20,8 +20,8 @@ from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
-from schedctl.store import Store, leases, wake
-from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns, insert_ignore_many
+from schedctl.store import Store, jobstate, leases, wake
+from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns
 from schedctl.store.schema import job_events, job_runs, job_state
 
 NOTIFY_CHANNEL = "schedctl_runs"
@@ -120,20 +120,8 @@ def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], n
 
 
 def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: datetime) -> None:
-    defined = [c for c in changes if c.kind == "defined"]
-    if defined:
-        rows = [
-            {
-                "job_id": c.job_id,
-                "schedule_key": c.schedule_key,
-                "defined_at": now,
-                "last_dispatched": now,
-                "paused_by_file": bool(c.paused_by_file),
-                "updated_at": now,
-            }
-            for c in defined
-        ]
-        insert_ignore_many(conn, job_state, rows)
+    defined = [(c.job_id, c.schedule_key, bool(c.paused_by_file)) for c in changes if c.kind == "defined"]
+    jobstate.record_first_sight(conn, defined, now)
     for change in changes:
         if change.kind == "schedule_changed":
             conn.execute(
@@ -185,7 +173,7 @@ def dispatch(
         result.inserted = _insert_rows(conn, decided, statics, fence.term, now)
         result.newest = newest_ticks(decided)
         if advance:
-            _advance(conn, result.newest, now)
+            jobstate.advance_last_dispatched(conn, result.newest, now)
         if refusals:
             _refuse(conn, refusals, now)
         if result.queued and conn.dialect.name == "postgresql":
@@ -370,21 +358,7 @@ def newest_ticks(ticks: Iterable[Tick]) -> dict[str, datetime]:
 def advance(store: Store, fence: Fence, newest: Mapping[str, datetime], now: datetime) -> None:
     """The last dispatched ticks of a pass whose claims ``dispatch(advance=False)`` already committed."""
     with _fenced(store, fence) as conn:
-        _advance(conn, newest, now)
-
-
-def _advance(conn: Connection, newest: Mapping[str, datetime], now: datetime) -> None:
-    """Move last_dispatched forward (never back) in one UPDATE per distinct tick, not one per job."""
-    for at, ids in _by_value(newest).items():
-        for chunk in id_chunks(conn, ids):
-            conn.execute(
-                update(job_state)
-                .where(
-                    in_list(conn, job_state.c.job_id, chunk),
-                    or_(job_state.c.last_dispatched.is_(None), job_state.c.last_dispatched < at),
-                )
-                .values(last_dispatched=at, updated_at=now)
-            )
+        jobstate.advance_last_dispatched(conn, newest, now)
 
 
 def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> None:

@@ -1,0 +1,91 @@
+"""Writes to ``job_state`` shared by the leader, ``pause``/``resume`` and ``replay``, and the ``job_events``
+line that journals each of them.
+
+One builder per kind of write: a job's first sight is recorded the same way whoever sees it first (a leader,
+or ``schedctl pause`` before any leader did), and ``last_dispatched`` moves only forward, whoever decided
+the ticks (a dispatch pass or a replay).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from sqlalchemy import insert, or_, update
+from sqlalchemy.engine import Connection
+
+from schedctl.store.dialect import id_chunks, in_list, insert_ignore_many
+from schedctl.store.schema import job_events, job_state
+
+
+def record_first_sight(conn: Connection, jobs: Sequence[tuple[str, str | None, bool]], now: datetime) -> int:
+    """A job_state row for each ``(job_id, schedule_key, paused_by_file)`` that has none; how many were new.
+
+    Ticks count from ``now``: a job seen for the first time has no backlog, whoever sees it first.
+    """
+    rows = [
+        {
+            "job_id": job_id,
+            "schedule_key": schedule_key,
+            "defined_at": now,
+            "last_dispatched": now,
+            "paused_by_file": paused_by_file,
+            "updated_at": now,
+        }
+        for job_id, schedule_key, paused_by_file in jobs
+    ]
+    return insert_ignore_many(conn, job_state, rows)
+
+
+def advance_last_dispatched(conn: Connection, newest: Mapping[str, datetime], now: datetime) -> None:
+    """Move each job's last_dispatched to its tick in ``newest``, never back; one UPDATE per distinct tick
+    (a boundary pass decides one tick for thousands of jobs), not one per job."""
+    by_tick: dict[datetime, list[str]] = defaultdict(list)
+    for job_id, at in newest.items():
+        by_tick[at].append(job_id)
+    for at, ids in by_tick.items():
+        for chunk in id_chunks(conn, ids):
+            conn.execute(
+                update(job_state)
+                .where(
+                    in_list(conn, job_state.c.job_id, chunk),
+                    or_(job_state.c.last_dispatched.is_(None), job_state.c.last_dispatched < at),
+                )
+                .values(last_dispatched=at, updated_at=now)
+            )
+
+
+def set_paused(conn: Connection, job_id: str, now: datetime, by: str) -> bool:
+    """Pause ``job_id`` in the database; False when it was paused there already."""
+    changed = conn.execute(
+        update(job_state)
+        .where(job_state.c.job_id == job_id, job_state.c.paused_at.is_(None))
+        .values(paused_at=now, paused_by=by, updated_at=now)
+    ).rowcount
+    return bool(changed)
+
+
+def clear_paused(conn: Connection, job_id: str, now: datetime) -> bool:
+    """Lift the database's pause of ``job_id``; False when there was none."""
+    changed = conn.execute(
+        update(job_state)
+        .where(job_state.c.job_id == job_id, job_state.c.paused_at.is_not(None))
+        .values(paused_at=None, paused_by=None, updated_at=now)
+    ).rowcount
+    return bool(changed)
+
+
+def clear_refusal(conn: Connection, job_id: str, now: datetime) -> bool:
+    """Lift the catch-up refusal of ``job_id``; False when there was none."""
+    changed = conn.execute(
+        update(job_state)
+        .where(job_state.c.job_id == job_id, job_state.c.refused_at.is_not(None))
+        .values(refused_at=None, refused_detail=None, updated_at=now)
+    ).rowcount
+    return bool(changed)
+
+
+def journal(conn: Connection, job_id: str, kind: str, at: datetime, detail: str | None) -> None:
+    """One job_events line."""
+    conn.execute(insert(job_events).values(job_id=job_id, at=at, kind=kind, detail=detail))
