@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -217,3 +218,23 @@ class Job:
 def labels_key(labels: Mapping[str, str]) -> str:
     """A canonical string for a label set, so a claim can match it with ``IN`` on every database."""
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One row the scheduler writes to ``job_runs``: decided by the planner, written by the store (both
+    import it from here, so the store needs nothing of the planner)."""
+
+    job_id: str
+    scheduled_for: datetime
+    state: RunState  # QUEUED or SKIPPED
+    reason: SkipReason | None = None
+    detail: str | None = None
+    not_before: datetime | None = None
+    # Queued by a catch-up pass for a time already past (backlog, not a tick due now): never skipped for
+    # concurrency, never cancels a `replace` run.
+    late: bool = False
+
+    @property
+    def queued(self) -> bool:
+        return self.state is RunState.QUEUED

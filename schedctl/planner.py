@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, Protocol
 
-from schedctl.job import CatchUp, Job, RunState, SkipReason
+from schedctl.job import CatchUp, Job, RunState, SkipReason, Tick
 
 # Kubernetes stops a CronJob after 100 missed start times; the same bound when a job does not set one.
 DEFAULT_MAX_CATCH_UP = 100
@@ -39,25 +39,6 @@ class FireSource(Protocol):
     def next_after(self, after: datetime) -> datetime | None: ...
 
     def fires(self, after: datetime, until: datetime | None = None) -> Iterator[object]: ...
-
-
-@dataclass(frozen=True)
-class Tick:
-    """One row the scheduler writes to ``job_runs``."""
-
-    job_id: str
-    scheduled_for: datetime
-    state: RunState  # QUEUED or SKIPPED
-    reason: SkipReason | None = None
-    detail: str | None = None
-    not_before: datetime | None = None
-    # Queued by a catch-up pass for a time already past (backlog, not a tick due now): never skipped for
-    # concurrency, never cancels a `replace` run.
-    late: bool = False
-
-    @property
-    def queued(self) -> bool:
-        return self.state is RunState.QUEUED
 
 
 @dataclass(frozen=True)

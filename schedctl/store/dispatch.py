@@ -18,8 +18,7 @@ from typing import Any
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Concurrency, Job, RunState, SkipReason
-from schedctl.planner import Tick
+from schedctl.job import Concurrency, Job, RunState, SkipReason, Tick
 from schedctl.store import Store, jobstate, leases, wake
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns
 from schedctl.store.schema import job_events, job_runs, job_state
