@@ -12,20 +12,18 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import func, or_, select
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING
 
 from schedctl.job import RunState
 from schedctl.settings import DEFAULT_LEASE_NAME
-from schedctl.store import Store
+from schedctl.store import Store, jobstate, runstats
 from schedctl.store import history as h
 from schedctl.store import workers as registry
 from schedctl.store.claims import label_keys
 from schedctl.store.dialect import select_db_now
-from schedctl.store.schema import QUEUED, RUNNING, job_runs, job_state
-from schedctl.store.types import UTCDateTime
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 LIST_LIMIT = 10  # rows per list in a frame: running runs, next fires, failures, missed ticks
 
@@ -113,33 +111,21 @@ def read_frame(
     store: Store, lease_name: str = DEFAULT_LEASE_NAME, schedules: ScheduleCache | None = None
 ) -> Frame:
     schedules = schedules or ScheduleCache()
-    r = job_runs.c
     with store.read() as conn:
         now = select_db_now(conn)
         lease = h.current_lease(conn, lease_name)
         processes = registry.list_workers(conn, now, with_runs=False)
-        per_worker = {
-            worker or "": int(n)
-            for worker, n in conn.execute(
-                select(r.worker, func.count()).where(r.state == RUNNING).group_by(r.worker)
-            )
-        }
+        per_worker = runstats.running_per_worker(conn)
         running = [
             run for runs in registry.running_by_worker(conn, limit=LIST_LIMIT).values() for run in runs
         ]
-        due = (r.state == QUEUED, or_(r.not_before.is_(None), r.not_before <= now))
-        depth, oldest = conn.execute(
-            select(func.count(), func.min(r.queued_at, type_=UTCDateTime())).where(*due)
-        ).one()
+        depth, oldest = runstats.due_depth_and_oldest_queued(conn, now)
         alive = [p for p in processes if p.state == registry.ALIVE and p.runs_jobs]
         poll = max((p.poll_interval for p in alive), default=1.0)
         groups = registry.due_queued_groups(conn, now, older_than=poll)
-        js = job_state.c
-        states = conn.execute(
-            select(js.job_id, js.schedule_key, js.paused_at, js.paused_by_file, js.refused_at)
-        ).all()
-        failures = _finished(conn, (RunState.FAILED, RunState.TIMED_OUT), r.finished_at)
-        missed = _finished(conn, (RunState.SKIPPED,), r.scheduled_for)
+        states = jobstate.schedules(conn)
+        failures = _finished(conn, (RunState.FAILED, RunState.TIMED_OUT), "finished_at")
+        missed = _finished(conn, (RunState.SKIPPED,), "scheduled_for")
     eligible = set().union(*(label_keys(p.labels) for p in alive)) if alive else set()
     without = sum(g.count for g in groups if g.labels_key not in eligible)
     active = (
@@ -171,14 +157,8 @@ def read_frame(
     )
 
 
-def _finished(conn: Connection, states: tuple[str, ...], newest: Any) -> list[FinishedRun]:
-    r = job_runs.c
-    rows = conn.execute(
-        select(r.job_id, r.scheduled_for, r.state, r.finished_at, r.exit_status, r.reason_detail, r.error)
-        .where(r.state.in_(states))
-        .order_by(newest.desc())
-        .limit(LIST_LIMIT)
-    )
+def _finished(conn: Connection, states: tuple[str, ...], newest: str) -> list[FinishedRun]:
+    rows = runstats.newest_in_states(conn, states, newest, LIST_LIMIT)
     return [
         FinishedRun(
             row.job_id,

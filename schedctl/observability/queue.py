@@ -12,13 +12,9 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import and_, func, or_, select
-
-from schedctl.job import RunState
 from schedctl.observability import metrics
-from schedctl.store.dialect import db_now
-from schedctl.store.schema import QUEUED, job_runs
-from schedctl.store.types import UTCDateTime
+from schedctl.store import runstats
+from schedctl.store.dialect import select_db_now
 
 if TYPE_CHECKING:
     from schedctl.store import Store
@@ -33,15 +29,8 @@ def sample_queue(store: Store) -> tuple[int, float]:
     rule the worker claims by), so a retry waiting out its backoff is not "stuck".
     """
     with store.read() as conn:
-        now: datetime = conn.execute(select(db_now())).scalar_one()
-        due = and_(
-            job_runs.c.state == QUEUED,  # inline, so the partial queued index serves the count
-            or_(job_runs.c.not_before.is_(None), job_runs.c.not_before <= now),
-        )
-        waiting_since = func.coalesce(job_runs.c.not_before, job_runs.c.scheduled_for, type_=UTCDateTime())
-        depth, oldest = conn.execute(
-            select(func.count(), func.min(waiting_since, type_=UTCDateTime())).where(due)
-        ).one()
+        now: datetime = select_db_now(conn)
+        depth, oldest = runstats.due_depth_and_oldest_wait(conn, now)
         from schedctl.eligibility import stranded_runs
 
         stranded = sum(s.count for s in stranded_runs(conn, now).values())
@@ -61,13 +50,8 @@ def sample_last_success(store: Store) -> int:
     job_runs, whose kept history is small: pruning keeps the last few succeeded runs per job, so the
     newest success is never pruned).
     """
-    query = (
-        select(job_runs.c.job_id, func.max(job_runs.c.finished_at, type_=UTCDateTime()))
-        .where(job_runs.c.state == RunState.SUCCEEDED, job_runs.c.finished_at.is_not(None))
-        .group_by(job_runs.c.job_id)
-    )
     with store.read() as conn:
-        rows = conn.execute(query).all()
+        rows = runstats.last_success_per_job(conn)
     # One collect of this metric (not of the registry per job): the values this process already holds.
     held = {
         sample.labels["job_id"]: sample.value

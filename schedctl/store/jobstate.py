@@ -1,5 +1,5 @@
-"""Writes to ``job_state`` shared by the leader, ``pause``/``resume`` and ``replay``, and the ``job_events``
-line that journals each of them.
+"""Writes to ``job_state`` shared by the leader, ``pause``/``resume`` and ``replay``, the ``job_events``
+line that journals each of them, and the one-scan read of every job's schedule that ``top`` makes.
 
 One builder per kind of write: a job's first sight is recorded the same way whoever sees it first (a leader,
 or ``schedctl pause`` before any leader did), and ``last_dispatched`` moves only forward, whoever decided
@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import insert, or_, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_many
@@ -89,3 +90,11 @@ def clear_refusal(conn: Connection, job_id: str, now: datetime) -> bool:
 def journal(conn: Connection, job_id: str, kind: str, at: datetime, detail: str | None) -> None:
     """One job_events line."""
     conn.execute(insert(job_events).values(job_id=job_id, at=at, kind=kind, detail=detail))
+
+
+def schedules(conn: Connection) -> list[Any]:
+    """Every job_state row's job_id, schedule_key, paused_at, paused_by_file and refused_at, in one scan."""
+    js = job_state.c
+    return list(
+        conn.execute(select(js.job_id, js.schedule_key, js.paused_at, js.paused_by_file, js.refused_at))
+    )
