@@ -8,20 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import select
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING, Any
 
 from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, Job
-from schedctl.store.dialect import id_chunks, in_list
-from schedctl.store.schema import job_runs, job_state
+from schedctl.store import snapshots as remembered
 
-
-def known_job_ids(conn: Connection) -> list[str]:
-    ids = set(conn.execute(select(job_state.c.job_id)).scalars())
-    ids.update(conn.execute(select(job_runs.c.job_id).distinct()).scalars())
-    return sorted(ids)
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 
 def jobs_from_database(conn: Connection, job_ids: Sequence[str], now: datetime) -> dict[str, Job]:
@@ -29,25 +22,9 @@ def jobs_from_database(conn: Connection, job_ids: Sequence[str], now: datetime) 
 
     A job the database knows nothing about is left out; the caller says so.
     """
-    ids = list(job_ids) or known_job_ids(conn)
-    keys: dict[str, str] = {}
-    for chunk in id_chunks(conn, ids):
-        rows = conn.execute(
-            select(job_state.c.job_id, job_state.c.schedule_key).where(
-                in_list(conn, job_state.c.job_id, chunk)
-            )
-        )
-        keys.update({row.job_id: row.schedule_key for row in rows})
-    snapshots: dict[str, dict[str, Any]] = {}
-    r = job_runs.c
-    for chunk in id_chunks(conn, ids):
-        rows = conn.execute(
-            select(r.job_id, r.snapshot)
-            .where(in_list(conn, r.job_id, chunk), r.snapshot.is_not(None), r.scheduled_for <= now)
-            .order_by(r.job_id, r.scheduled_for)
-        )
-        for row in rows:  # newest last: each job keeps its newest snapshot
-            snapshots[row.job_id] = row.snapshot or {}
+    ids = list(job_ids) or remembered.known_job_ids(conn)
+    keys = remembered.schedule_keys(conn, ids)
+    snapshots = remembered.newest_snapshots(conn, ids, now)
     out: dict[str, Job] = {}
     for job_id in ids:
         job = _rebuild(job_id, keys.get(job_id), snapshots.get(job_id))

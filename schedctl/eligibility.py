@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING
 
 from schedctl.store import workers as registry
 from schedctl.store.claims import label_keys
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 DEFAULT_POLL = 1.0  # seconds: a run younger than a worker's poll may simply not have been claimed yet
 

@@ -77,12 +77,9 @@ class ReadinessCheck:
         if self.store is None:
             return Readiness(True, "ok (no database)")
         try:
-            from sqlalchemy import text
-
             from schedctl.store import access, migrate
 
-            with self.store.read() as conn:
-                conn.execute(text("SELECT 1"))
+            access.ping(self.store)
             status = migrate.check(self.store)
             if not status.ok:
                 return Readiness(

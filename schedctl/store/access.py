@@ -59,6 +59,14 @@ def refusal(exc: Exception, target: str, first_line: str) -> StoreAccessDenied |
     return None
 
 
+def ping(store: Store) -> None:
+    """One round trip (``SELECT 1``) in a read transaction: raises unless the database answers."""
+    from sqlalchemy import text
+
+    with store.read() as conn:
+        conn.execute(text("SELECT 1"))
+
+
 def require_writes(store: Store) -> None:
     """Raise StoreAccessDenied unless this user may write every table the loops write. Changes nothing."""
     from sqlalchemy import text
