@@ -20,7 +20,7 @@ from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.rows import EventRecord, LeaseRecord, RunRecord, StateRecord, TermRecord
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
 
-_RUN_COLUMNS = (
+RUN_COLUMNS = (
     job_runs.c.job_id,
     job_runs.c.scheduled_for,
     job_runs.c.state,
@@ -35,16 +35,22 @@ _RUN_COLUMNS = (
     job_runs.c.finished_at,
     job_runs.c.exit_status,
     job_runs.c.error,
+    job_runs.c.cancel_requested,
+    job_runs.c.failures,
 )
 
 
-_RUN_WIDTH = len(_RUN_COLUMNS)
+_RUN_WIDTH = len(RUN_COLUMNS)
 # Rows become records by position (the all-jobs views build hundreds of thousands): the orders must agree.
-assert [f.name for f in fields(RunRecord)] == [c.name for c in _RUN_COLUMNS]
+assert [f.name for f in fields(RunRecord)] == [c.name for c in RUN_COLUMNS]
 
 
-def _run(row: Any) -> RunRecord:
-    return RunRecord(row[0], row[1], RunState(row[2]), *row[3:_RUN_WIDTH])
+def run_record(row: Any) -> RunRecord:
+    """A row whose first columns are ``RUN_COLUMNS``, as a record (the one mapper of ``job_runs``)."""
+    values = list(row[:_RUN_WIDTH])
+    values[2] = RunState(values[2])
+    values[5], values[14] = bool(values[5]), bool(values[14])  # manual, cancel_requested
+    return RunRecord(*values)
 
 
 def _term(row: object) -> TermRecord:
@@ -123,7 +129,7 @@ def job_state_of(conn: Connection, job_id: str) -> StateRecord | None:
 
 def _grouped(rows: Any, job_ids: Sequence[str]) -> dict[str, list[RunRecord]]:
     out: dict[str, list[RunRecord]] = {j: [] for j in job_ids}
-    for r in map(_run, rows):
+    for r in map(run_record, rows):
         out[r.job_id].append(r)
     return out
 
@@ -158,7 +164,7 @@ def runs_between_by_job(
     out: dict[str, list[RunRecord]] = {}
     for chunk in id_chunks(conn, job_ids):
         query = (
-            select(*_RUN_COLUMNS)
+            select(*RUN_COLUMNS)
             .where(
                 in_list(conn, job_runs.c.job_id, chunk),
                 job_runs.c.scheduled_for > after,
@@ -194,7 +200,7 @@ def latest_runs_by_job(
             order = r.scheduled_for.desc()
             ranks.append(func.row_number().over(partition_by=partition, order_by=order).label(f"rank{k}"))
         ranked = (
-            select(*_RUN_COLUMNS, *ranks)
+            select(*RUN_COLUMNS, *ranks)
             .where(in_list(conn, r.job_id, chunk), r.scheduled_for <= before)
             .subquery()
         )
@@ -205,7 +211,7 @@ def latest_runs_by_job(
         query = select(ranked).where(or_(*kept)).order_by(ranked.c.job_id, ranked.c.scheduled_for.desc())
         found: list[dict[str, list[RunRecord]]] = [{j: [] for j in chunk} for _ in picks]
         for row in conn.execute(query):
-            run, m = _run(row), row._mapping
+            run, m = run_record(row), row._mapping
             for k, (limit, states) in enumerate(picks):
                 if m[f"rank{k}"] <= limit and (states is None or m[f"in{k}"] == 1):
                     found[k][run.job_id].append(run)

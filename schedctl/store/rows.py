@@ -11,7 +11,8 @@ from schedctl.job import EventKind, RunState
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One ``job_runs`` row, as much of it as the explanations need."""
+    """One ``job_runs`` row, as much of it as `status`, `missed`, `runs` and `jobs` show (not the job snapshot
+    nor the output tail)."""
 
     job_id: str
     scheduled_for: datetime
@@ -27,6 +28,14 @@ class RunRecord:
     finished_at: datetime | None = None
     exit_status: int | None = None
     error: str | None = None
+    cancel_requested: bool = False
+    failures: int = 0  # non-zero exits so far
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
 
 
 @dataclass(frozen=True)

@@ -373,8 +373,8 @@ def test_each_bulk_read_answers_what_each_job_holds(store):
     jobs = seed(store, 20)
     ids = sorted(jobs)
     with store.connect() as conn:
-        plain = select(*h._RUN_COLUMNS).order_by(job_runs.c.scheduled_for)
-        every = {i: [h._run(r) for r in conn.execute(plain.where(job_runs.c.job_id == i))] for i in ids}
+        plain = select(*h.RUN_COLUMNS).order_by(job_runs.c.scheduled_for)
+        every = {i: [h.run_record(r) for r in conn.execute(plain.where(job_runs.c.job_id == i))] for i in ids}
         stated = set(conn.execute(select(job_state.c.job_id)).scalars())
         all_events = [
             (r.job_id, r.at, r.kind, r.detail)
