@@ -11,17 +11,17 @@ from datetime import UTC, date, datetime, timedelta
 from schedctl.instants import clock_text
 from schedctl.job import LeaseEndReason
 from schedctl.settings import DEFAULT_CATCH_UP_GRACE
-from schedctl.store import history as h
+from schedctl.store.rows import TermRecord
 
 
 @dataclass
 class _Cover:
     start: datetime
     end: datetime
-    terms: list[h.TermRecord]  # in order of acquisition; terms[0] began this stretch of leadership
+    terms: list[TermRecord]  # in order of acquisition; terms[0] began this stretch of leadership
 
     @property
-    def closer(self) -> h.TermRecord:
+    def closer(self) -> TermRecord:
         """The term whose end closed the stretch."""
         return max(self.terms, key=lambda t: t.held_until)
 
@@ -30,7 +30,7 @@ class LeaseTimeline:
     """When some scheduler held the lease, merged over terms, to tell "no leader" from "a leader but nothing"."""
 
     def __init__(
-        self, terms: Iterable[h.TermRecord], now: datetime, fallback_grace: float = DEFAULT_CATCH_UP_GRACE
+        self, terms: Iterable[TermRecord], now: datetime, fallback_grace: float = DEFAULT_CATCH_UP_GRACE
     ) -> None:
         self.now = now
         self.fallback_grace = fallback_grace
@@ -47,12 +47,12 @@ class LeaseTimeline:
         self.max_grace = max(graces, default=timedelta(seconds=fallback_grace))
         self._gap_memo: dict[tuple[int, date], str] = {}
 
-    def grace_of(self, term: h.TermRecord) -> timedelta:
+    def grace_of(self, term: TermRecord) -> timedelta:
         """The grace that term's leader split late from missed ticks by."""
         grace = term.catch_up_grace if term.catch_up_grace is not None else self.fallback_grace
         return timedelta(seconds=grace)
 
-    def holder_near(self, tick: datetime) -> h.TermRecord | None:
+    def holder_near(self, tick: datetime) -> TermRecord | None:
         """The latest term held at some instant of ``[tick, tick + its grace]``: that leader should have
         recorded the tick (a leader that arrives within its grace dispatches it late, not missed)."""
         k = bisect.bisect_right(self._starts, tick + self.max_grace) - 1
@@ -67,7 +67,7 @@ class LeaseTimeline:
             k -= 1
         return None
 
-    def last_end(self) -> h.TermRecord | None:
+    def last_end(self) -> TermRecord | None:
         """The term that ended last, when no term holds now; None while one does (or none ever did)."""
         if not self.covers or self.covers[-1].end > self.now:
             return None
@@ -99,7 +99,7 @@ class LeaseTimeline:
             )
         return f"{head} until {clock_text(after.acquired_at, tick)} (term {after.term}, {after.holder})"
 
-    def _end_reason(self, term: h.TermRecord) -> str:
+    def _end_reason(self, term: TermRecord) -> str:
         if term.end_reason:
             return term.end_reason
         return LeaseEndReason.EXPIRED if term.expires_at <= self.now else "still held"

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING
 
 from schedctl.durations import format_duration
 from schedctl.instants import clock_text as clock_text
@@ -23,15 +22,16 @@ from schedctl.instants import parse_instant as parse_instant
 from schedctl.instants import rfc3339 as rfc3339
 from schedctl.job import EventKind, Job, PauseSource, RunState, SkipReason
 from schedctl.leasecover import LeaseTimeline as LeaseTimeline
+from schedctl.missedranges import RangeIndex
 from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_LEASE_NAME
-from schedctl.store import Store
-from schedctl.store import history as h
-from schedctl.store import missedrecord as record
+from schedctl.store.rows import EventRecord, RunRecord, StateRecord
+from schedctl.tickspan import TINY, TickSpan
 
-LOOKBACK = timedelta(days=7)  # the default window never reaches further back than this
-_TINY = timedelta(microseconds=1)
-# The events that explain a tick.
-_EVENT_KINDS = (EventKind.PAUSED, EventKind.RESUMED, EventKind.SCHEDULE_CHANGED)
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from schedctl.store import Store
+    from schedctl.store.snapshot import Evidence, MissedReads
 
 
 class Reason(StrEnum):
@@ -70,14 +70,6 @@ class MissedCount:
     last: datetime | None = None
 
 
-@dataclass(frozen=True)
-class TickSpan:
-    """Ticks ``after < t < until``: the span a job's ticks are looked up in (not the planner's catch-up Window)."""
-
-    after: datetime
-    until: datetime
-
-
 # -- pauses from the journal --------------------------------------------------------------------------------
 
 
@@ -88,7 +80,7 @@ class _Pause:
     source: str
 
 
-def pause_intervals(events: Iterable[h.EventRecord], state: h.StateRecord | None) -> list[_Pause]:
+def pause_intervals(events: Iterable[EventRecord], state: StateRecord | None) -> list[_Pause]:
     """Intervals the job was paused, per source ("schedctl pause" or "job file"); both may overlap."""
     open_: dict[str, datetime] = {}
     out: list[_Pause] = []
@@ -126,7 +118,7 @@ def _pause_text(p: _Pause, tick: datetime) -> str:
 @dataclass
 class _Context:
     job: Job
-    state: h.StateRecord | None
+    state: StateRecord | None
     leases: LeaseTimeline
     pauses: list[_Pause]
     redefined_at: datetime | None  # defined_at came from a schedule change, not first sight
@@ -144,7 +136,7 @@ def first_clause(detail: str | None) -> str:
     return re.split(r";\s|\.\s", (detail or "").strip(), maxsplit=1)[0].strip().rstrip(".")
 
 
-def _skipped_text(ctx: _Context, row: h.RunRecord) -> str:
+def _skipped_text(ctx: _Context, row: RunRecord) -> str:
     job, detail = ctx.job, first_clause(row.reason_detail)
     code = row.reason or ""
     # The catch-up texts say which policy decided and, below, why it had to (a pause, no leader): richer than
@@ -221,58 +213,6 @@ def _unrecorded(ctx: _Context, tick: datetime) -> tuple[Reason | SkipReason, str
     return Reason.UNEXPLAINED, text
 
 
-def default_window(
-    state: h.StateRecord | None,
-    first_dispatch: datetime | None,
-    now: datetime,
-    grace: float = DEFAULT_CATCH_UP_GRACE,
-) -> TickSpan:
-    """Since the job's definition (or, with no state row, its first dispatch), at most ``LOOKBACK`` back,
-    until the grace before now. Before the history mark only the lasting record of missed ticks speaks."""
-    floor = now - LOOKBACK
-    end = now - timedelta(seconds=grace)
-    if state is None and first_dispatch is None:
-        # Nobody ever dispatched or saw the job: no tick can be said to be missed without a --since.
-        return TickSpan(after=end, until=end)
-    starts = [floor]
-    if state is not None:
-        starts.append(state.defined_at)
-    elif first_dispatch is not None:
-        starts.append(first_dispatch - _TINY)  # the first dispatched tick itself is in the window
-    return TickSpan(after=max(starts), until=end)
-
-
-def resolve_window(
-    state: h.StateRecord | None,
-    first_dispatch: datetime | None,
-    since: datetime | None,
-    until: datetime | None,
-    now: datetime,
-    grace: float = DEFAULT_CATCH_UP_GRACE,
-) -> TickSpan:
-    """The window a command looks at: the default, narrowed or moved by ``--since`` (inclusive) and ``--until``
-    (exclusive); never closer to now than the grace (younger ticks are late: see ``late_window``)."""
-    base = default_window(state, first_dispatch, now, grace)
-    after = base.after if since is None else since - _TINY
-    end = base.until if until is None else min(until, base.until)
-    return TickSpan(after=after, until=end)
-
-
-def late_window(window: TickSpan, until: datetime | None, now: datetime) -> TickSpan | None:
-    """The ticks an explicit ``--until`` reaches past the grace: ``[window end, min(until, now))``."""
-    if until is None or until <= window.until:
-        return None
-    return TickSpan(after=max(window.after, window.until - _TINY), until=min(until, now))
-
-
-def current_grace(conn: Connection, lease_name: str = DEFAULT_LEASE_NAME) -> float:
-    """The grace of the latest leader, who decides now which ticks are late and which are missed."""
-    term = h.latest_term(conn, lease_name)
-    if term is None or term.catch_up_grace is None:
-        return DEFAULT_CATCH_UP_GRACE
-    return term.catch_up_grace
-
-
 FiresCache = dict[tuple[str, datetime, datetime], list[datetime]]
 
 
@@ -309,58 +249,22 @@ def missed(
     the grace, as ``late``."""
     with store.read() as conn:
         found = gather(conn, [job], since, until, now, grace=grace, lease_name=lease_name, late=late)
-    return found.explain()[job.id]  # after the transaction: see Gathered
-
-
-def missed_on(
-    conn: Connection,
-    job: Job,
-    since: datetime | None,
-    until: datetime | None,
-    now: datetime,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    fires_cache: FiresCache | None = None,
-    late: bool = False,
-) -> list[MissedTick]:
-    """``missed`` on an open connection, so callers covering many jobs read them in one session."""
-    return missed_many(
-        conn,
-        [job],
-        since,
-        until,
-        now,
-        grace=grace,
-        lease_name=lease_name,
-        fires_cache=fires_cache,
-        late=late,
-    )[job.id]
-
-
-@dataclass(frozen=True)
-class _Evidence:
-    """What the store holds about one job's window."""
-
-    runs: list[h.RunRecord]
-    ranges: list[record.RangeRecord]
-    terms: list[h.TermRecord]
-    events: list[h.EventRecord]
+    return found.explain()[job.id]  # after the transaction: see store.snapshot
 
 
 def _explain(
     job: Job,
-    state: h.StateRecord | None,
+    state: StateRecord | None,
     window: TickSpan,
     late: TickSpan | None,
-    found: _Evidence,
+    found: Evidence,
     now: datetime,
     grace: float,
     fires_cache: FiresCache | None,
     fallback_grace: float = DEFAULT_CATCH_UP_GRACE,
 ) -> list[MissedTick]:
-    """The missed ticks of one job from what the store holds about it; no SQL, so one job and many jobs (read
-    in bulk) take the same path. ``fallback_grace``: the grace of terms that recorded none."""
+    """The missed ticks of one job from what the store holds about it. ``fallback_grace``: the grace of terms
+    that recorded none."""
     rows = {r.scheduled_for: r for r in found.runs}
     events = found.events
     redefined = any(
@@ -376,8 +280,8 @@ def _explain(
     )
     # Before the history mark a tick without a row ran (its run was pruned) unless the lasting record names it.
     mark = state.history_start if state is not None else None
-    kept_ranges = record.RangeIndex(found.ranges)
-    open_from = window if mark is None or mark <= window.after else TickSpan(mark - _TINY, window.until)
+    kept_ranges = RangeIndex(found.ranges)
+    open_from = window if mark is None or mark <= window.after else TickSpan(mark - TINY, window.until)
     out: list[MissedTick] = []
     ticks = set(_fires(job, open_from, fires_cache))
     # A skipped row is a missed tick even when the current schedule would not fire then (it changed since).
@@ -388,7 +292,7 @@ def _explain(
         if row is None:
             kept = kept_ranges.at(tick)
             if kept is not None and kept.reason is not None:
-                skip = h.RunRecord(job.id, tick, RunState.SKIPPED, kept.reason, kept.reason_detail)
+                skip = RunRecord(job.id, tick, RunState.SKIPPED, kept.reason, kept.reason_detail)
                 out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), RunState.SKIPPED))
             elif kept is not None or mark is None or tick >= mark:
                 code, text = _unrecorded(ctx, tick)
@@ -403,7 +307,7 @@ def _explain(
 
 
 def _late(
-    ctx: _Context, late: TickSpan, rows: Mapping[datetime, h.RunRecord], cache: FiresCache | None
+    ctx: _Context, late: TickSpan, rows: Mapping[datetime, RunRecord], cache: FiresCache | None
 ) -> list[MissedTick]:
     """Ticks younger than the grace that have not run: queued and waiting for a worker, or not dispatched
     yet (by a leader within its grace, or by none since the last one went)."""
@@ -430,114 +334,6 @@ def _late(
     return out
 
 
-def missed_many(
-    conn: Connection,
-    jobs: Iterable[Job],
-    since: datetime | None,
-    until: datetime | None,
-    now: datetime,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    fires_cache: FiresCache | None = None,
-    states: Mapping[str, h.StateRecord] | None = None,
-    late: bool = False,
-) -> dict[str, list[MissedTick]]:
-    """``missed_on`` for every job, by job id, in a number of statements that does not grow with the jobs
-    (one per table and chunk of ids). ``states`` spares reading job_state again when the caller has it."""
-    found = gather(
-        conn, jobs, since, until, now, grace=grace, lease_name=lease_name, states=states, late=late
-    )
-    return found.explain(fires_cache)
-
-
-@dataclass(frozen=True)
-class Gathered:
-    """Everything ``missed`` reads from the database for some jobs; ``explain`` works it out without it.
-
-    Explaining a day-old outage of a per-second job walks 86,400 fires: seconds of CPU on a loaded host.
-    Callers read inside their transaction and explain after it ends, so no session sits idle in a
-    transaction past the server's bound (`store.bounds`), which would end it.
-    """
-
-    items: list[Job]
-    states: Mapping[str, h.StateRecord]
-    windows: dict[str, tuple[TickSpan, TickSpan | None]]
-    evidence: dict[str, _Evidence]
-    now: datetime
-    grace: float
-    fallback: float
-
-    def explain(self, fires_cache: FiresCache | None = None) -> dict[str, list[MissedTick]]:
-        out: dict[str, list[MissedTick]] = {j.id: [] for j in self.items}
-        for job in self.items:
-            if job.id not in self.windows:
-                continue
-            window, younger = self.windows[job.id]
-            out[job.id] = _explain(
-                job,
-                self.states.get(job.id),
-                window,
-                younger,
-                self.evidence[job.id],
-                self.now,
-                self.grace,
-                fires_cache,
-                self.fallback,
-            )
-        return out
-
-
-def gather(
-    conn: Connection,
-    jobs: Iterable[Job],
-    since: datetime | None,
-    until: datetime | None,
-    now: datetime,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    states: Mapping[str, h.StateRecord] | None = None,
-    late: bool = False,
-) -> Gathered:
-    """The reads of ``missed_many``, and nothing else."""
-    items = list(jobs)
-    ids = [j.id for j in items]
-    # An explicit grace also stands for the terms that recorded none; else those had the 60 s default.
-    fallback = DEFAULT_CATCH_UP_GRACE if grace is None else grace
-    if grace is None:
-        grace = current_grace(conn, lease_name)
-    if states is None:
-        states = h.job_states_of(conn, ids)
-    firsts = h.earliest_runs_at(conn, [i for i in ids if i not in states])
-    windows: dict[str, tuple[TickSpan, TickSpan | None]] = {}
-    for job in items:
-        window = resolve_window(states.get(job.id), firsts.get(job.id), since, until, now, grace)
-        younger = late_window(window, until, now) if late else None
-        if window.after < window.until or younger is not None:
-            windows[job.id] = (window, younger)
-    evidence: dict[str, _Evidence] = {}
-    if windows:
-        wanted = list(windows)
-        # One read over the union of the windows; each job then keeps the rows of its own.
-        lo = min(w.after for w, _ in windows.values())
-        hi = max((y or w).until for w, y in windows.values())
-        runs = h.runs_between_by_job(conn, wanted, lo, hi)
-        ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
-        # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
-        cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
-        events = h.events_by_job(conn, wanted, _EVENT_KINDS, until=now)
-        for job_id, (window, younger) in windows.items():
-            reach = (younger or window).until
-            evidence[job_id] = _Evidence(
-                runs=[r for r in runs[job_id] if window.after < r.scheduled_for < reach],
-                ranges=ranges[job_id],
-                terms=cover.between(window.after, max(hi, now)),
-                events=events[job_id],
-            )
-    return Gathered(items, states, windows, evidence, now, grace, fallback)
-
-
 def missed_counts(
     store: Store,
     jobs: Mapping[str, Job] | Iterable[Job],
@@ -553,7 +349,7 @@ def missed_counts(
     out: list[MissedCount] = []
     with store.read() as conn:
         gathered = gather(conn, items, since, until, now, grace=grace, lease_name=lease_name)
-    found = gathered.explain({})  # after the transaction: see Gathered
+    found = gathered.explain({})  # after the transaction: see store.snapshot
     for job in items:
         ticks = found[job.id]
         out.append(
@@ -566,3 +362,50 @@ def missed_counts(
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """Some jobs and what the store holds about their windows; ``explain`` works their missed ticks out."""
+
+    items: list[Job]
+    reads: MissedReads
+
+    def explain(self, fires_cache: FiresCache | None = None) -> dict[str, list[MissedTick]]:
+        """Every job's missed ticks, by job id, oldest first. ``fires_cache`` shares the fires of one schedule
+        between the jobs on it."""
+        r = self.reads
+        out: dict[str, list[MissedTick]] = {j.id: [] for j in self.items}
+        for job in self.items:
+            if job.id not in r.windows:
+                continue
+            window, younger = r.windows[job.id]
+            state, found = r.states.get(job.id), r.evidence[job.id]
+            out[job.id] = _explain(
+                job, state, window, younger, found, r.now, r.grace, fires_cache, r.fallback
+            )
+        return out
+
+
+def gather(
+    conn: Connection,
+    jobs: Iterable[Job],
+    since: datetime | None,
+    until: datetime | None,
+    now: datetime,
+    *,
+    grace: float | None = None,
+    lease_name: str = DEFAULT_LEASE_NAME,
+    states: Mapping[str, StateRecord] | None = None,
+    late: bool = False,
+) -> Gathered:
+    """The reads `missed` needs for these jobs (``store.snapshot.read_missed``), ready to explain after the
+    transaction ends."""
+    from schedctl.store.snapshot import read_missed
+
+    items = list(jobs)
+    ids = [j.id for j in items]
+    reads = read_missed(
+        conn, ids, since, until, now, grace=grace, lease_name=lease_name, states=states, late=late
+    )
+    return Gathered(items, reads)

@@ -11,11 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from sqlalchemy.engine import Connection
-
-from schedctl.eligibility import Stranded, stranded_runs
-from schedctl.job import CatchUp, EventKind, Job, PauseSource, RunState, SkipReason
+from schedctl.job import CatchUp, Job, PauseSource, RunState, SkipReason
 from schedctl.missed import (
     FiresCache,
     Gathered,
@@ -24,18 +22,18 @@ from schedctl.missed import (
     TickState,
     catch_up_bound,
     first_clause,
-    gather,
-    missed_on,
     pause_intervals,
 )
 from schedctl.settings import DEFAULT_LEASE_NAME
-from schedctl.store import Store
-from schedctl.store import history as h
+from schedctl.store.rows import EventRecord, LeaseRecord, RunRecord, StateRecord, TermRecord
+
+if TYPE_CHECKING:
+    from schedctl.eligibility import Stranded
+    from schedctl.store import Store
+    from schedctl.store.snapshot import StatusReads
 
 DEFAULT_LAST = 10
 _FAILED = (RunState.FAILED, RunState.TIMED_OUT)
-_FINISHED = (RunState.SUCCEEDED, RunState.CANCELLED, *_FAILED)
-_DISPATCHED = (RunState.QUEUED, RunState.RUNNING, *_FINISHED)
 
 
 class Verdict(StrEnum):
@@ -99,12 +97,12 @@ class JobStatus:
     next_fire: datetime | None
     timeline: list[TimelineEntry]
     lease: LeaseView | None
-    last_leader: h.TermRecord | None
+    last_leader: TermRecord | None
     verdict_code: Verdict
     verdict: str
     missed: list[MissedTick] = field(default_factory=list)
     failing_streak: int = 0
-    last_finished: h.RunRecord | None = None
+    last_finished: RunRecord | None = None
     paused_at: datetime | None = None
     refused_at: datetime | None = None
     paused_by: str | None = None  # user@host of `schedctl pause`, or "job file" for `paused = true`
@@ -131,7 +129,7 @@ def _next_and_description(job: Job, now: datetime) -> tuple[datetime | None, str
     return sched.next_after(now), description
 
 
-def _failing_streak(finished: list[h.RunRecord]) -> int:
+def _failing_streak(finished: list[RunRecord]) -> int:
     """How many of the newest finished runs failed in a row."""
     streak = 0
     for r in finished:
@@ -141,7 +139,7 @@ def _failing_streak(finished: list[h.RunRecord]) -> int:
     return streak
 
 
-def _exit_text(runs: list[h.RunRecord]) -> str:
+def _exit_text(runs: list[RunRecord]) -> str:
     parts: list[str] = []
     for r in runs:
         if r.state == RunState.TIMED_OUT:
@@ -185,12 +183,12 @@ def needs_attention(
 @dataclass(frozen=True)
 class _Facts:
     job: Job
-    state: h.StateRecord | None
+    state: StateRecord | None
     lease: LeaseView | None
-    last_term: h.TermRecord | None
+    last_term: TermRecord | None
     missed: list[MissedTick]
     attention: list[MissedTick]
-    finished: list[h.RunRecord]  # newest first
+    finished: list[RunRecord]  # newest first
     next_fire: datetime | None
     active: int = 0  # runs queued or running
     oldest_active: datetime | None = None
@@ -278,8 +276,7 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
     return Verdict.HEALTHY, f"healthy: last run {what} at {when}, {nxt}{note}"
 
 
-def _lease_view(conn: Connection, lease_name: str, now: datetime) -> LeaseView | None:
-    rec = h.current_lease(conn, lease_name)
+def _lease_view(rec: LeaseRecord | None, now: datetime) -> LeaseView | None:
     if rec is None:
         return None
     return LeaseView(
@@ -287,7 +284,7 @@ def _lease_view(conn: Connection, lease_name: str, now: datetime) -> LeaseView |
     )
 
 
-def _timeline(rows: list[h.RunRecord], missed: list[MissedTick], last_n: int) -> list[TimelineEntry]:
+def _timeline(rows: list[RunRecord], missed: list[MissedTick], last_n: int) -> list[TimelineEntry]:
     entries = [
         TimelineEntry(
             scheduled_for=r.scheduled_for,
@@ -318,54 +315,10 @@ def _timeline(rows: list[h.RunRecord], missed: list[MissedTick], last_n: int) ->
     return entries[-last_n:] if last_n > 0 else []
 
 
-def status_on(
-    conn: Connection,
-    job: Job,
-    now: datetime,
-    last_n: int = DEFAULT_LAST,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    fires_cache: FiresCache | None = None,
-) -> JobStatus:
-    state = h.job_state_of(conn, job.id)
-    missed = missed_on(
-        conn, job, None, None, now, grace=grace, lease_name=lease_name, fires_cache=fires_cache
-    )
-    return _assemble(
-        job,
-        now,
-        last_n,
-        state=state,
-        missed=missed,
-        rows=h.recent_runs(conn, job.id, now, _recent_limit(last_n)),
-        finished=h.runs_in_states(conn, job.id, _FINISHED, now, _FINISHED_LIMIT),
-        dispatched=h.runs_in_states(conn, job.id, _DISPATCHED, now, 1),
-        active=h.active_runs(conn, job.id),
-        lease=_lease_view(conn, lease_name, now),
-        last_term=h.latest_term(conn, lease_name),
-        stranded=stranded_runs(conn, now).get(job.id),
-        file_paused_since=_file_paused_since(h.events_of(conn, job.id, _PAUSE_EVENTS, now), state)
-        if job.paused
-        else None,
-    )
-
-
-_PAUSE_EVENTS = (EventKind.PAUSED, EventKind.RESUMED)
-
-
-def _file_paused_since(events: list[h.EventRecord], state: h.StateRecord | None) -> datetime | None:
+def _file_paused_since(events: list[EventRecord], state: StateRecord | None) -> datetime | None:
     """Since when the job file's ``paused = true`` holds, by the pause the scheduler journaled."""
     open_ = [p for p in pause_intervals(events, state) if p.source == PauseSource.JOB_FILE and p.end is None]
     return open_[0].start if open_ else None
-
-
-_FINISHED_LIMIT = 20  # enough for a failing streak's length and its exit statuses
-
-
-def _recent_limit(last_n: int) -> int:
-    # Skipped rows are left out of the timeline (`missed` brings them back), so read well past last_n.
-    return max(last_n, 1) * 2 + 20
 
 
 def _assemble(
@@ -373,20 +326,20 @@ def _assemble(
     now: datetime,
     last_n: int,
     *,
-    state: h.StateRecord | None,
+    state: StateRecord | None,
     missed: list[MissedTick],
-    rows: list[h.RunRecord],
-    finished: list[h.RunRecord],
-    dispatched: list[h.RunRecord],
+    rows: list[RunRecord],
+    finished: list[RunRecord],
+    dispatched: list[RunRecord],
     active: tuple[int, datetime | None],
     lease: LeaseView | None,
-    last_term: h.TermRecord | None,
+    last_term: TermRecord | None,
     schedules: dict[str, tuple[datetime | None, str | None]] | None = None,
     stranded: Stranded | None = None,
     file_paused_since: datetime | None = None,
 ) -> JobStatus:
-    """One job's status from what the store holds about it; no SQL, so one job and many jobs (read in bulk)
-    take the same path. ``schedules`` shares the next fire and description between jobs on one schedule."""
+    """One job's status from what the store holds about it. ``schedules`` shares the next fire and description
+    between jobs on one schedule."""
     if schedules is None:
         next_fire, description = _next_and_description(job, now)
     else:
@@ -430,102 +383,46 @@ def _assemble(
     )
 
 
-@dataclass(frozen=True)
-class StatusReads:
-    """Everything ``status`` reads from the database for some jobs; ``assemble`` works the answer out without
-    it. Explaining missed ticks can be seconds of CPU after a long outage, so callers read inside their
-    transaction and assemble after it ends (see `missed.Gathered`)."""
-
-    items: list[Job]
-    now: datetime
-    last_n: int
-    states: Mapping[str, h.StateRecord]
-    gathered: Gathered
-    recent: Mapping[str, list[h.RunRecord]]
-    finished: Mapping[str, list[h.RunRecord]]
-    dispatched: Mapping[str, list[h.RunRecord]]
-    active: Mapping[str, tuple[int, datetime | None]]
-    pauses: Mapping[str, list[h.EventRecord]]
-    lease: LeaseView | None
-    last_term: h.TermRecord | None
-    stranded: Mapping[str, Stranded]
-
-    def assemble(self, fires_cache: FiresCache | None = None) -> list[JobStatus]:
-        missed = self.gathered.explain(fires_cache)
-        schedules: dict[str, tuple[datetime | None, str | None]] = {}
-        return [
+def assemble(
+    jobs: Iterable[Job], reads: StatusReads, fires_cache: FiresCache | None = None
+) -> list[JobStatus]:
+    """Each job's status, in the given order, from what ``store.snapshot.read_status`` read for them."""
+    items = list(jobs)
+    missed = Gathered(items, reads.missed).explain(fires_cache)
+    schedules: dict[str, tuple[datetime | None, str | None]] = {}
+    lease = _lease_view(reads.lease, reads.now)
+    out: list[JobStatus] = []
+    for job in items:
+        state = reads.states.get(job.id)
+        paused_since = _file_paused_since(reads.pauses[job.id], state) if job.paused else None
+        out.append(
             _assemble(
                 job,
-                self.now,
-                self.last_n,
-                state=self.states.get(job.id),
+                reads.now,
+                reads.last_n,
+                state=state,
                 missed=missed[job.id],
-                rows=self.recent[job.id],
-                finished=self.finished[job.id],
-                dispatched=self.dispatched[job.id],
-                active=self.active.get(job.id, (0, None)),
-                lease=self.lease,
-                last_term=self.last_term,
+                rows=reads.recent[job.id],
+                finished=reads.finished[job.id],
+                dispatched=reads.dispatched[job.id],
+                active=reads.active.get(job.id, (0, None)),
+                lease=lease,
+                last_term=reads.last_term,
                 schedules=schedules,
-                stranded=self.stranded.get(job.id),
-                file_paused_since=_file_paused_since(self.pauses[job.id], self.states.get(job.id))
-                if job.paused
-                else None,
+                stranded=reads.stranded.get(job.id),
+                file_paused_since=paused_since,
             )
-            for job in self.items
-        ]
+        )
+    return out
 
 
-def read_status(
-    conn: Connection,
-    jobs: Iterable[Job],
-    now: datetime,
-    last_n: int = DEFAULT_LAST,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
+def _read(
+    store: Store, jobs: list[Job], now: datetime, last_n: int, grace: float | None, lease_name: str
 ) -> StatusReads:
-    """The reads of ``status_many``, and nothing else: a number of statements that does not grow with the
-    jobs (each table is read once per chunk of ids, the lease once)."""
-    items = list(jobs)
-    ids = [j.id for j in items]
-    states = h.job_states_of(conn, ids)
-    gathered = gather(conn, items, None, None, now, grace=grace, lease_name=lease_name, states=states)
-    recent, finished, dispatched = h.latest_runs_by_job(
-        conn, ids, now, [(_recent_limit(last_n), None), (_FINISHED_LIMIT, _FINISHED), (1, _DISPATCHED)]
-    )
-    return StatusReads(
-        items=items,
-        now=now,
-        last_n=last_n,
-        states=states,
-        gathered=gathered,
-        recent=recent,
-        finished=finished,
-        dispatched=dispatched,
-        active=h.active_runs_by_job(conn, ids),
-        # Pause events are few (two per pause), so one read per chunk of ids, as for the other tables.
-        pauses=h.events_by_job(conn, ids, _PAUSE_EVENTS, until=now),
-        lease=_lease_view(conn, lease_name, now),
-        last_term=h.latest_term(conn, lease_name),
-        stranded=stranded_runs(conn, now),
-    )
+    from schedctl.store.snapshot import read_status
 
-
-def status_many(
-    conn: Connection,
-    jobs: Iterable[Job],
-    now: datetime,
-    last_n: int = DEFAULT_LAST,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    fires_cache: FiresCache | None = None,
-) -> list[JobStatus]:
-    """``status_on`` for every job, in the given order, on an open connection (``read_status`` then
-    ``assemble``)."""
-    reads = read_status(conn, jobs, now, last_n, grace=grace, lease_name=lease_name)
-    return reads.assemble(fires_cache)
+    with store.read() as conn:
+        return read_status(conn, [j.id for j in jobs], now, last_n, grace=grace, lease_name=lease_name)
 
 
 def job_status(
@@ -538,9 +435,8 @@ def job_status(
     lease_name: str = DEFAULT_LEASE_NAME,
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
-    with store.read() as conn:
-        reads = read_status(conn, [job], now, last_n, grace=grace, lease_name=lease_name)
-    return reads.assemble()[0]  # after the transaction: see StatusReads
+    reads = _read(store, [job], now, last_n, grace, lease_name)
+    return assemble([job], reads)[0]  # after the transaction: see store.snapshot
 
 
 def all_status(
@@ -553,6 +449,5 @@ def all_status(
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
-    with store.read() as conn:
-        reads = read_status(conn, items, now, 1, grace=grace, lease_name=lease_name)
-    return reads.assemble({})  # after the transaction: see StatusReads
+    reads = _read(store, items, now, 1, grace, lease_name)
+    return assemble(items, reads, {})  # after the transaction: see store.snapshot

@@ -21,6 +21,7 @@ from schedctl.store import history as h
 from schedctl.store import workers as registry
 from schedctl.store.claims import label_keys
 from schedctl.store.dialect import select_db_now
+from schedctl.store.rows import LeaseRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -48,7 +49,7 @@ class FinishedRun:
 @dataclass
 class Frame:
     now: datetime
-    lease: h.LeaseRecord | None
+    lease: LeaseRecord | None
     processes: list[registry.WorkerRecord]
     running: list[registry.RunningRun]  # the oldest LIST_LIMIT
     running_total: int

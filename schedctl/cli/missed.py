@@ -348,7 +348,7 @@ def _say_what_is_left_to_the_leader(
     """An --until past the grace counts or replays nothing younger than it: say so rather than stay silent."""
     from datetime import timedelta
 
-    from schedctl.missed import current_grace
+    from schedctl.store.snapshot import current_grace
 
     if until is None:
         return

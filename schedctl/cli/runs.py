@@ -13,7 +13,7 @@ from schedctl.instants import instant_text, rfc3339
 from schedctl.job import RunState
 
 if TYPE_CHECKING:
-    from schedctl.store.runs import RunView
+    from schedctl.store.rows import RunRecord
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 STATES = tuple(s.value for s in RunState)  # plain strings: click matches Enum choices by member name
@@ -68,7 +68,7 @@ def runs(job_id: str | None, state: str | None, limit: int, db_url: str, output:
     table([_row(r, wide) for r in found], COLUMNS + WIDE if wide else COLUMNS)
 
 
-def run_json(r: RunView) -> dict[str, Any]:
+def run_json(r: RunRecord) -> dict[str, Any]:
     return {
         "job_id": r.job_id,
         "scheduled_for": _iso(r.scheduled_for),
@@ -86,7 +86,7 @@ def run_json(r: RunView) -> dict[str, Any]:
     }
 
 
-def _row(r: RunView, wide: bool) -> list[str]:
+def _row(r: RunRecord, wide: bool) -> list[str]:
     duration = "-" if r.duration_seconds is None else f"{r.duration_seconds:.1f}s"
     state = f"{r.state} (cancel requested)" if r.cancel_requested and r.state == RunState.RUNNING else r.state
     row = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import and_, func, select
@@ -11,23 +10,19 @@ from sqlalchemy import and_, func, select
 from schedctl.job import RunState
 from schedctl.store import Store
 from schedctl.store.dialect import id_chunks, in_list
+from schedctl.store.history import RUN_COLUMNS, run_record
+from schedctl.store.rows import RunRecord
 from schedctl.store.schema import job_runs, job_state
 
 # Enough ids per IN (...) list to keep round trips few, few enough for every backend's parameter limit.
 
 
-@dataclass(frozen=True)
-class LastRun:
-    scheduled_for: datetime  # aware UTC
-    state: str
-
-
-def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
+def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, RunRecord]:
     """Each job's latest run that a worker took up (any state but queued or skipped), manual runs included.
 
     The primary key (job_id, scheduled_for) serves the max per job; the join reads that one row's state.
     """
-    found: dict[str, LastRun] = {}
+    found: dict[str, RunRecord] = {}
     with store.read() as conn:
         for chunk in id_chunks(conn, job_ids):
             latest = (
@@ -39,11 +34,12 @@ def last_runs(store: Store, job_ids: Sequence[str]) -> dict[str, LastRun]:
                 .group_by(job_runs.c.job_id)
                 .subquery()
             )
-            query = select(job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.state).join(
+            query = select(*RUN_COLUMNS).join(
                 latest, and_(job_runs.c.job_id == latest.c.job_id, job_runs.c.scheduled_for == latest.c.at)
             )
-            for job_id, scheduled_for, state in conn.execute(query):
-                found[job_id] = LastRun(scheduled_for=scheduled_for, state=state)
+            for row in conn.execute(query):
+                run = run_record(row)
+                found[run.job_id] = run
     return found
 
 

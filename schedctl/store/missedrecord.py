@@ -11,8 +11,7 @@ the run history limits; a range tick whose (replayed) run is pruned later is tak
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -21,53 +20,15 @@ from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
 from schedctl.job import RunState
+from schedctl.missedranges import fires_in, schedule_of
 from schedctl.store.dialect import db_now, id_chunks, in_list, insert_ignore, now_plus, select_db_now
+from schedctl.store.rows import RangeRecord
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 
 if TYPE_CHECKING:
     from schedctl.cron import Schedule
 
 _TINY = timedelta(microseconds=1)
-
-
-def schedule_of(key: str) -> Schedule | None:
-    """The schedule a ``Job.schedule_key`` names (``expr|zone|gap/overlap``); None when it no longer parses."""
-    from schedctl.cron import schedule_for
-    from schedctl.errors import ScheduleError
-    from schedctl.job import DstGap, DstOverlap, DstPolicy
-
-    expr, _, rest = key.partition("|")
-    zone, _, dst = rest.partition("|")
-    policy = None
-    if dst:
-        gap, _, overlap = dst.partition("/")
-        policy = DstPolicy(DstGap(gap) if gap else None, DstOverlap(overlap) if overlap else None)
-    try:
-        return schedule_for(expr, zone, policy)
-    except (ScheduleError, ValueError):
-        return None
-
-
-def fires_in(schedule: Schedule, first: datetime, last: datetime) -> Iterator[datetime]:
-    """The fires in ``[first, last]``."""
-    for fire in schedule.fires(first - _TINY, last + _TINY):
-        yield fire.utc
-
-
-@dataclass(frozen=True)
-class RangeRecord:
-    """Missed ticks kept past pruning: every fire of ``schedule_key`` in ``[first_tick, last_tick]``.
-
-    ``reason`` None: the ticks never had a row (explained as they were before pruning); else they were
-    skipped for it, with ``reason_detail`` the scheduler's sentence."""
-
-    job_id: str
-    first_tick: datetime
-    last_tick: datetime
-    ticks: int
-    reason: str | None
-    reason_detail: str | None
-    schedule_key: str
 
 
 @dataclass
@@ -246,36 +207,3 @@ def ranges_between_by_job(
             found[row.job_id].append(RangeRecord(*row))
         out.update(found)
     return out
-
-
-def ranges_between(conn: Connection, job_id: str, after: datetime, until: datetime) -> list[RangeRecord]:
-    return ranges_between_by_job(conn, [job_id], after, until)[job_id]
-
-
-class RangeIndex:
-    """A job's missed ranges by first tick (they never overlap), for `missed` to look ticks up in."""
-
-    def __init__(self, ranges: list[RangeRecord]) -> None:
-        self.ranges = sorted(ranges, key=lambda r: r.first_tick)
-        self._starts = [r.first_tick for r in self.ranges]
-
-    def at(self, tick: datetime) -> RangeRecord | None:
-        i = bisect.bisect_right(self._starts, tick) - 1
-        if i >= 0 and tick <= self.ranges[i].last_tick:
-            return self.ranges[i]
-        return None
-
-    def ticks_in(self, after: datetime, until: datetime) -> list[datetime]:
-        """The ticks the ranges stand for in ``(after, until)``, by the schedule each was counted by."""
-        out: list[datetime] = []
-        for r in self.ranges:
-            first, last = max(r.first_tick, after + _TINY), min(r.last_tick, until - _TINY)
-            if last < first:
-                continue
-            if r.ticks == 1:
-                out.append(r.first_tick)
-                continue
-            schedule = schedule_of(r.schedule_key)
-            if schedule is not None:
-                out.extend(fires_in(schedule, first, last))
-        return [t for t in out if after < t < until]

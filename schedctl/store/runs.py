@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from sqlalchemy import select, update
 
@@ -14,82 +12,38 @@ from schedctl.job import Job, RunState
 from schedctl.store import Store
 from schedctl.store.claims import queue_runs
 from schedctl.store.dialect import db_now
+from schedctl.store.history import RUN_COLUMNS, run_record
+from schedctl.store.rows import RunRecord
 from schedctl.store.schema import job_runs
-
-_COLUMNS = (
-    "job_id",
-    "scheduled_for",
-    "state",
-    "attempt",
-    "worker",
-    "started_at",
-    "finished_at",
-    "exit_status",
-    "manual",
-    "reason",
-    "error",
-    "cancel_requested",
-    "failures",
-)
-
-
-@dataclass(frozen=True)
-class RunView:
-    job_id: str
-    scheduled_for: datetime
-    state: str
-    attempt: int
-    worker: str | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    exit_status: int | None
-    manual: bool
-    reason: str | None
-    error: str | None
-    cancel_requested: bool
-    failures: int
-
-    @property
-    def duration_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
-
-
-def _view(row: Any) -> RunView:
-    values = {name: row[name] for name in _COLUMNS}
-    values["manual"] = bool(values["manual"])
-    values["cancel_requested"] = bool(values["cancel_requested"])
-    return RunView(**values)
 
 
 def list_runs(
     store: Store, job_id: str | None = None, state: str | None = None, limit: int = 20
-) -> list[RunView]:
+) -> list[RunRecord]:
     """The newest runs first (by tick), optionally of one job and in one state."""
     r = job_runs.c
-    query = select(*(r[name] for name in _COLUMNS)).order_by(r.scheduled_for.desc(), r.job_id).limit(limit)
+    query = select(*RUN_COLUMNS).order_by(r.scheduled_for.desc(), r.job_id).limit(limit)
     if job_id is not None:
         query = query.where(r.job_id == job_id)
     if state is not None:
         query = query.where(r.state == state)
     with store.read() as conn:
-        return [_view(row) for row in conn.execute(query).mappings()]
+        return [run_record(row) for row in conn.execute(query)]
 
 
-def run_output(store: Store, job_id: str, scheduled_for: datetime | None) -> tuple[RunView, str | None]:
+def run_output(store: Store, job_id: str, scheduled_for: datetime | None) -> tuple[RunRecord, str | None]:
     """A run and its stored output tail; without ``scheduled_for``, the job's latest run that started."""
     r = job_runs.c
-    query = select(*(r[name] for name in _COLUMNS), r.output_tail).where(r.job_id == job_id)
+    query = select(*RUN_COLUMNS, r.output_tail).where(r.job_id == job_id)
     if scheduled_for is not None:
         query = query.where(r.scheduled_for == scheduled_for)
     else:
         query = query.where(r.started_at.is_not(None)).order_by(r.scheduled_for.desc()).limit(1)
     with store.read() as conn:
-        row = conn.execute(query).mappings().first()
+        row = conn.execute(query).first()
     if row is None:
         raise RunNotFound(_missing(job_id, scheduled_for))
-    return _view(row), row["output_tail"]
+    return run_record(row), row.output_tail
 
 
 def queue_manual(store: Store, job: Job, now: datetime) -> datetime:

@@ -7,8 +7,8 @@ import time
 import pytest
 from sqlalchemy import text
 
-from schedctl import store as store_mod
 from schedctl.errors import StoreError
+from schedctl.store import engine as store_mod
 from schedctl.store import open_store
 
 

@@ -1,5 +1,5 @@
 """`status` and `missed` over every job read the store in bulk: a fixed number of statements, not some per job,
-and the same answers as the one-job path (`status_on` / `missed_on`, which still query per job).
+and for each job the answer it gets alone (no job's rows leak into another's).
 
 The store holds a mix of jobs on every backend: runs that succeeded, failed, were skipped by policy or refused;
 ticks no leader dispatched (no leader 12:02..14:00); a pause; jobs never dispatched, stateless, defined late
@@ -9,19 +9,19 @@ ticks no leader dispatched (no leader 12:02..14:00); a pause; jobs never dispatc
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from factories import add_state, add_term, register_worker, run_row
-from sqlalchemy import event, insert
+from sqlalchemy import event, insert, or_, select
 
 from schedctl.job import CatchUp, Job
 from schedctl.jobcontrol import pause
-from schedctl.missed import MissedCount, missed_counts, missed_many, missed_on
-from schedctl.status import Verdict, all_status, status_many, status_on
+from schedctl.missed import gather, missed, missed_counts
+from schedctl.status import Verdict, all_status, assemble, job_status
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs
+from schedctl.store.schema import job_events, job_runs, job_state, lease_terms
+from schedctl.store.snapshot import read_status
 
 
 def T(hour: int, minute: int, second: int = 0) -> datetime:
@@ -173,21 +173,11 @@ class Counting:
         event.remove(self.engine, "before_cursor_execute", self._on)
 
 
-def per_job_counts(store, jobs: list[Job], since=None, until=None) -> list[MissedCount]:
-    out = []
-    with store.connect() as conn:
-        for job in sorted(jobs, key=lambda j: j.id):
-            found = missed_on(conn, job, since, until, NOW)
-            out.append(
-                MissedCount(
-                    job.id,
-                    len(found),
-                    dict(Counter(t.reason_code for t in found)),
-                    found[0].scheduled_for if found else None,
-                    found[-1].scheduled_for if found else None,
-                )
-            )
-    return out
+def per_job_counts(store, jobs: list[Job], since=None, until=None):
+    """Each job's count, asked for alone."""
+    return [
+        c for job in sorted(jobs, key=lambda j: j.id) for c in missed_counts(store, [job], NOW, since, until)
+    ]
 
 
 def test_statements_do_not_grow_with_the_jobs(store):
@@ -225,13 +215,13 @@ def test_bulk_answers_equal_the_one_job_answers(store):
     jobs = seed(store, 50)
     register_worker(store)  # alive: the late jobs' queued runs are waiting for it, not stranded
     ordered = sorted(jobs.values(), key=lambda j: j.id)
+    one_by_one = [job_status(store, j, NOW, 1) for j in ordered]
+    deep_one_by_one = [job_status(store, j, NOW, 10) for j in ordered]
+    window = (T(9, 30), T(15, 0))
+    narrowed = {j.id: missed(store, j, *window, NOW) for j in ordered}
     with store.connect() as conn:
-        one_by_one = [status_on(conn, j, NOW, 1) for j in ordered]
-        deep_one_by_one = [status_on(conn, j, NOW, 10) for j in ordered]
-        deep_bulk = status_many(conn, ordered, NOW, 10)
-        window = (T(9, 30), T(15, 0))
-        narrowed = {j.id: missed_on(conn, j, *window, NOW) for j in ordered}
-        narrowed_bulk = missed_many(conn, ordered, *window, NOW)
+        deep_bulk = assemble(ordered, read_status(conn, [j.id for j in ordered], NOW, 10))
+        narrowed_bulk = gather(conn, ordered, *window, NOW).explain()
     bulk = all_status(store, jobs, NOW)
     assert [s.job.id for s in bulk] == [j.id for j in ordered]
     for got, want in zip(bulk, one_by_one, strict=True):
@@ -279,8 +269,7 @@ def test_bulk_answers_hold_across_id_chunks(store, monkeypatch: pytest.MonkeyPat
 
     jobs = seed(store, 50)
     ordered = sorted(jobs.values(), key=lambda j: j.id)
-    with store.connect() as conn:
-        one_by_one = [status_on(conn, j, NOW, 1) for j in ordered]
+    one_by_one = [job_status(store, j, NOW, 1) for j in ordered]
     with Counting(store) as unchunked:
         all_status(store, jobs, NOW)
     monkeypatch.setattr(dialect, "IN_CHUNK", 7)
@@ -303,8 +292,40 @@ def test_a_job_listed_twice_is_answered_twice(store):
     )
 
 
+def terms_between(conn, name: str, since: datetime, until: datetime):
+    """The definition ``TermsCover.between`` answers by: terms whose holding overlaps ``[since, until]``, plus
+    the last one acquired before ``since`` and the first acquired after ``until``, ordered by term."""
+    from schedctl.store import history as h
+
+    t = lease_terms.c
+    columns = (t.term, t.holder, t.acquired_at, t.renewed_at, t.expires_at, t.ended_at, t.end_reason)
+    overlapping = select(*columns, t.catch_up_grace).where(
+        t.name == name,
+        t.acquired_at <= until,
+        t.expires_at >= since,
+        or_(t.ended_at.is_(None), t.ended_at >= since),
+    )
+    before = (
+        select(*columns, t.catch_up_grace)
+        .where(t.name == name, t.acquired_at < since)
+        .order_by(t.term.desc())
+        .limit(1)
+    )
+    after = (
+        select(*columns, t.catch_up_grace)
+        .where(t.name == name, t.acquired_at > until)
+        .order_by(t.acquired_at)
+        .limit(1)
+    )
+    found = {r.term: r for r in map(h._term, conn.execute(overlapping))}
+    for query in (before, after):
+        for r in map(h._term, conn.execute(query)):
+            found.setdefault(r.term, r)
+    return [found[k] for k in sorted(found)]
+
+
 def test_one_read_of_the_terms_answers_every_window_inside_it(store):
-    """``TermsCover.between`` is ``terms_between`` for any window inside the cover, even over terms that break
+    """``TermsCover.between`` is ``terms_between`` (above) for any window inside the cover, even over terms that break
     the usual order: two holders at once, a number out of acquisition order, a term ended before it expired."""
     from schedctl.store import history as h
 
@@ -333,7 +354,7 @@ def test_one_read_of_the_terms_answers_every_window_inside_it(store):
         covers += [h.TermsCover(conn, "cron", points[0], p) for p in points]
         seen, checked = set(), 0
         for a, u in pairs:
-            want = h.terms_between(conn, "cron", a, u)
+            want = terms_between(conn, "cron", a, u)
             for cover in covers:
                 if cover.since <= a and u <= cover.until:
                     assert cover.between(a, u) == want, (cover.since, cover.until, a, u)
@@ -345,37 +366,56 @@ def test_one_read_of_the_terms_answers_every_window_inside_it(store):
     assert len(seen) > 10  # the windows really did ask for different sets of terms
 
 
-def test_each_bulk_read_equals_its_one_job_read(store):
+def test_each_bulk_read_answers_what_each_job_holds(store):
+    """Each bulk read against the job's own rows, read plainly and filtered here."""
     from schedctl.store import history as h
 
     jobs = seed(store, 20)
     ids = sorted(jobs)
     with store.connect() as conn:
+        plain = select(*h.RUN_COLUMNS).order_by(job_runs.c.scheduled_for)
+        every = {i: [h.run_record(r) for r in conn.execute(plain.where(job_runs.c.job_id == i))] for i in ids}
+        stated = set(conn.execute(select(job_state.c.job_id)).scalars())
+        all_events = [
+            (r.job_id, r.at, r.kind, r.detail)
+            for r in conn.execute(select(job_events).order_by(job_events.c.at, job_events.c.id))
+        ]
         states = h.job_states_of(conn, ids)
-        assert states == {i: s for i in ids if (s := h.job_state_of(conn, i)) is not None}
+        assert set(states) == stated & set(ids)
+        assert all(s.job_id == i for i, s in states.items())
         assert len(states) < len(ids)
+        assert h.job_state_of(conn, ids[0]) == states.get(ids[0])
         firsts = h.earliest_runs_at(conn, ids)
-        assert firsts == {i: at for i in ids if (at := h.earliest_run_at(conn, i)) is not None}
+        dispatched = {i: [r.scheduled_for for r in rs if not r.manual] for i, rs in every.items()}
+        assert firsts == {i: min(ticks) for i, ticks in dispatched.items() if ticks}
         between = h.runs_between_by_job(conn, ids, T(9, 30), T(15, 0))
-        assert between == {i: h.runs_between(conn, i, T(9, 30), T(15, 0)) for i in ids}
+        assert between == {
+            i: [r for r in rs if T(9, 30) < r.scheduled_for < T(15, 0)] for i, rs in every.items()
+        }
         some = (("failed", "timed_out"), ("succeeded", "skipped", "running"))
         # At NOW a late job's newest row is queued: a pick by state must look past rows outside its states.
         for before, limit in [(at, n) for at in (T(16, 0), NOW) for n in (1, 3, 22)]:
+            newest = {i: [r for r in reversed(rs) if r.scheduled_for <= before] for i, rs in every.items()}
             [latest] = h.latest_runs_by_job(conn, ids, before, [(limit, None)])
-            assert latest == {i: h.recent_runs(conn, i, before, limit) for i in ids}, (before, limit)
+            assert latest == {i: rs[:limit] for i, rs in newest.items()}, (before, limit)
             for states_ in some:
                 [latest] = h.latest_runs_by_job(conn, ids, before, [(limit, states_)])
-                assert latest == {i: h.runs_in_states(conn, i, states_, before, limit) for i in ids}
+                assert latest == {
+                    i: [r for r in rs if r.state in states_][:limit] for i, rs in newest.items()
+                }
         # Several picks from one read: each as if read alone.
         picks = [(4, some[0]), (2, None), (1, some[1]), (9, some[0])]
         together = h.latest_runs_by_job(conn, ids, NOW, picks)
         assert together == [h.latest_runs_by_job(conn, ids, NOW, [p])[0] for p in picks]
         assert all(any(part.values()) for part in together)
         active = h.active_runs_by_job(conn, ids)
-        assert {i: active.get(i, (0, None)) for i in ids} == {i: h.active_runs(conn, i) for i in ids}
+        for i, rs in every.items():
+            going = [r.scheduled_for for r in rs if r.state in ("queued", "running")]
+            assert active.get(i, (0, None)) == (len(going), min(going, default=None)), i
         assert active  # the late jobs have a queued and a running run
         kinds = ("paused", "resumed", "schedule_changed")
         events = h.events_by_job(conn, ids, kinds, until=NOW)
-        assert events == {i: h.events_of(conn, i, kinds, until=NOW) for i in ids}
-        assert h.events_by_job(conn, ids) == {i: h.events_of(conn, i) for i in ids}
+        assert {i: [(e.job_id, e.at, e.kind, e.detail) for e in evs] for i, evs in events.items()} == {
+            i: [e for e in all_events if e[0] == i and e[2] in kinds and e[1] <= NOW] for i in ids
+        }
         assert any(events.values())

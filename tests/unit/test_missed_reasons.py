@@ -1,4 +1,5 @@
-"""The pure parts of `missed`: lease coverage and gap sentences, pause intervals, windows, time parsing."""
+"""The pure parts of `missed`: lease coverage and gap sentences, pause intervals, windows, time parsing; and that
+`missed` and `status` load no SQLAlchemy."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import pytest
 from schedctl.missed import (
     LeaseTimeline,
     clock_text,
-    default_window,
     first_clause,
     parse_instant,
     pause_intervals,
-    resolve_window,
 )
-from schedctl.store.history import EventRecord, StateRecord, TermRecord
+from schedctl.store.rows import EventRecord, StateRecord, TermRecord
+from schedctl.tickspan import default_window, resolve_window
 
 
 def T(hour: int, minute: int, second: int = 0, day: int = 1) -> datetime:
@@ -192,3 +192,17 @@ def test_first_clause_and_clock_text():
     assert first_clause(None) == ""
     assert clock_text(T(13, 2, 11), T(13, 10)) == "13:02:11"
     assert clock_text(T(13, 2, 11), T(13, 10, day=2)) == "2026-03-01 13:02:11"
+
+
+def test_missed_and_status_load_no_sqlalchemy():
+    """They explain plain data the store read: `missed` and `status` themselves cost no SQLAlchemy import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, schedctl.missed, schedctl.status\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')[:3])\n"
+        "sys.exit('sqlalchemy' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout

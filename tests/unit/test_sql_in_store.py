@@ -17,8 +17,6 @@ OWNERS = {"scheduler.py", "worker.py", "service.py", "cli/_store.py", "cli/_sess
 # Modules that still import SQLAlchemy, each until the change named. Empty it as they land: an entry that no
 # longer imports it fails below, so the list never outlives its reason.
 STILL_IMPORTING = {
-    "missed.py",  # issue 14 item 1: missed becomes a pure function of a store snapshot
-    "status.py",  # issue 14 item 1: the same for status
     "replay.py",  # issue 14 item 3: the queued-run-row insert, unified with dispatch's and claims' in store/
 }
 
