@@ -31,11 +31,12 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from schedctl.job import Job, RunState, labels_key
+from schedctl.job import RunState, labels_key
 from schedctl.outcome import Outcome  # re-exported: the store writes what the policy decides
 from schedctl.settings import DEFAULT_KEEP_MISSED
 from schedctl.store import missedrecord
-from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
+from schedctl.store.dialect import db_now, db_now_plus, lock_for_claim
+from schedctl.store.runrows import queue_runs as queue_runs  # re-exported: tests, benchmarks queue runs here
 from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state
 
 MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
@@ -446,28 +447,3 @@ def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: 
                 detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}",
             )
         )
-
-
-def queue_runs(conn: Connection, job: Job, instants: Iterable[datetime], manual: bool = False) -> int:
-    """Queue runs of ``job`` at ``instants`` the way the scheduler does (term NULL: no lease dispatched them).
-
-    ``schedctl run`` uses it with one instant, now to the microsecond; returns how many rows were new.
-    """
-    rows = [
-        {
-            "job_id": job.id,
-            "scheduled_for": at,
-            "state": RunState.QUEUED,
-            "manual": manual,
-            "term": None,
-            "attempt": 0,
-            "failures": 0,
-            "queued_at": at,
-            "not_before": None,
-            "snapshot": job.snapshot(),
-            "labels_key": job.labels_key,
-            "concurrency": str(job.concurrency),
-        }
-        for at in instants
-    ]
-    return insert_ignore(conn, job_runs, rows)

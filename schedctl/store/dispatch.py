@@ -8,7 +8,6 @@ state after someone else leads.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +19,8 @@ from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason
 from schedctl.planner import Tick
-from schedctl.store import Store, wake
-from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns, insert_ignore_many
+from schedctl.store import Store, runrows, wake
+from schedctl.store.dialect import id_chunks, in_list, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
 NOTIFY_CHANNEL = "schedctl_runs"
@@ -295,35 +294,22 @@ def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequenc
 def _insert_rows(
     conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static], term: int, now: datetime
 ) -> int:
-    """The batch's run rows, built column by column: per tick only what differs between ticks is touched."""
-    n = len(decided)
-    if not n:
-        return 0
-    columns: dict[str, list[Any]] = {
-        "job_id": [t.job_id for t in decided],
-        "scheduled_for": [t.scheduled_for for t in decided],
-        "state": [str(t.state) for t in decided],
-        "reason": [None if t.reason is None else str(t.reason) for t in decided],
-        "reason_detail": [LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
-        "manual": [False] * n,
-        "term": [term] * n,
-        "attempt": [0] * n,
-        "failures": [0] * n,
-        "queued_at": [now] * n,
-        "not_before": [t.not_before for t in decided],
-        "cancel_requested": [False] * n,
-        "snapshot": [s[0] for s in statics],
-        "labels_key": [s[1] for s in statics],
-        "concurrency": [s[2] for s in statics],
-    }
-    return insert_ignore_columns(conn, job_runs, columns, json_text=_JSON_TEXT)
+    return runrows.insert_runs(
+        conn,
+        [t.job_id for t in decided],
+        [t.scheduled_for for t in decided],
+        statics,
+        term=term,
+        queued_at=now,
+        states=[str(t.state) for t in decided],
+        reasons=[None if t.reason is None else str(t.reason) for t in decided],
+        details=[LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
+        not_before=[t.not_before for t in decided],
+    )
 
 
-_JSON_TEXT = frozenset({"snapshot"})
 _QUEUED = RunState.QUEUED
-
-# (snapshot as JSON text, labels_key, str(concurrency), concurrency): what every run row of a definition shares.
-_Static = tuple[str, str, str, Concurrency]
+_Static = runrows.Shared
 
 
 class RowValues:
@@ -352,9 +338,9 @@ class RowValues:
     def of(self, job: Job) -> _Static:
         cached = self._by_job.get(job.id)
         if cached is None or cached[0] is not job:
-            text = json.dumps(job.snapshot())
-            text = self._shared.setdefault(text, text)
-            cached = (job, (text, job.labels_key, str(job.concurrency), job.concurrency))
+            shared = runrows.shared_values(job)
+            text = self._shared.setdefault(shared[0], shared[0])
+            cached = (job, (text, *shared[1:]))
             self._by_job[job.id] = cached
         return cached[1]
 
