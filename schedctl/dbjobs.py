@@ -1,6 +1,6 @@
 """Jobs as the database last saw them, for `status` and `missed` when no job file is given.
 
-Each run row carries the snapshot its job had when the leader queued it, and ``job_state`` the schedule key
+Each run row names the job version (and so the snapshot) its job had when the leader queued it, and ``job_state`` the schedule key
 ticks were counted by; together they rebuild a job well enough to explain it. Reads two tables in bulk.
 """
 
@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
 from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, Job
 from schedctl.store.dialect import id_chunks, in_list
-from schedctl.store.schema import job_runs, job_state
+from schedctl.store.schema import job_runs, job_state, job_versions
 
 
 def known_job_ids(conn: Connection) -> list[str]:
@@ -39,11 +39,13 @@ def jobs_from_database(conn: Connection, job_ids: Sequence[str], now: datetime) 
         )
         keys.update({row.job_id: row.schedule_key for row in rows})
     snapshots: dict[str, dict[str, Any]] = {}
-    r = job_runs.c
+    r, v = job_runs.c, job_versions.c
+    named = job_runs.join(job_versions, and_(v.job_id == r.job_id, v.version == r.version))
     for chunk in id_chunks(conn, ids):
         rows = conn.execute(
-            select(r.job_id, r.snapshot)
-            .where(in_list(conn, r.job_id, chunk), r.snapshot.is_not(None), r.scheduled_for <= now)
+            select(r.job_id, v.snapshot)
+            .select_from(named)
+            .where(in_list(conn, r.job_id, chunk), r.scheduled_for <= now)
             .order_by(r.job_id, r.scheduled_for)
         )
         for row in rows:  # newest last: each job keeps its newest snapshot

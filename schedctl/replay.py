@@ -168,7 +168,7 @@ def _dispatch(conn: Connection, job: Job, ticks: list[datetime], now: datetime) 
             job_runs.c.scheduled_for.in_(ticks),
             job_runs.c.state == RunState.SKIPPED,
         )
-        .values(**runrows.requeue_values(job, REPLAYED, now))
+        .values(**runrows.requeue_values(conn, job, REPLAYED, now))
     ).rowcount
     return inserted + max(0, requeued or 0)
 

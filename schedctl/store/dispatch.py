@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -181,7 +181,7 @@ def dispatch(
             skipped=[t for t in decided if t.state is not _QUEUED],
         )
         _cancel_replaced(conn, decided, statics)
-        result.inserted = _insert_rows(conn, decided, statics, fence.term, now)
+        result.inserted = _insert_rows(conn, decided, statics, fence.term, now, values.written)
         result.newest = newest_ticks(decided)
         if advance:
             _advance(conn, result.newest, now)
@@ -190,6 +190,7 @@ def dispatch(
         if result.queued and conn.dialect.name == "postgresql":
             # Delivered at commit, so a worker that wakes on it sees the rows.
             conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
+    values.written.update(t.job_id for t in decided)  # committed: the next batches need not write them again
     if result.queued and store.sqlite_file is not None:
         wake.wake_workers(store.sqlite_file)  # after the commit, for the same reason
     return result
@@ -292,7 +293,12 @@ def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequenc
 
 
 def _insert_rows(
-    conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static], term: int, now: datetime
+    conn: Connection,
+    decided: Sequence[Tick],
+    statics: Sequence[_Static],
+    term: int,
+    now: datetime,
+    known: Container[str],
 ) -> int:
     return runrows.insert_runs(
         conn,
@@ -305,6 +311,7 @@ def _insert_rows(
         reasons=[None if t.reason is None else str(t.reason) for t in decided],
         details=[LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
         not_before=[t.not_before for t in decided],
+        known_versions=known,
     )
 
 
@@ -320,10 +327,15 @@ class RowValues:
 
     def __init__(self) -> None:
         self._by_job: dict[str, tuple[Job, _Static]] = {}
+        # Jobs whose current definition's version this leader has committed to job_versions: their rows
+        # skip the version insert. Forgotten when the definition changes and at every take-over or reload,
+        # so a version pruned meanwhile (claims.prune) is written again before a row names it.
+        self.written: set[str] = set()
         # Identical snapshots (a thousand jobs running the same command) share one string.
         self._shared: dict[str, str] = {}
 
     def prepare(self, jobs: Iterable[Job]) -> None:
+        self.written.clear()
         live: set[str] = set()
         for job in jobs:
             self.of(job)
@@ -333,15 +345,16 @@ class RowValues:
             del self._by_job[job_id]
         if len(self._shared) > 2 * len(self._by_job):
             self._shared.clear()
-            self._shared.update((v[1][0], v[1][0]) for v in self._by_job.values())
+            self._shared.update((v[1][4], v[1][4]) for v in self._by_job.values())
 
     def of(self, job: Job) -> _Static:
         cached = self._by_job.get(job.id)
         if cached is None or cached[0] is not job:
             shared = runrows.shared_values(job)
-            text = self._shared.setdefault(shared[0], shared[0])
-            cached = (job, (text, *shared[1:]))
+            text = self._shared.setdefault(shared[4], shared[4])
+            cached = (job, (*shared[:4], text))
             self._by_job[job.id] = cached
+            self.written.discard(job.id)
         return cached[1]
 
 
