@@ -11,7 +11,8 @@ from sqlalchemy import func, select, update
 from schedctl import lease
 from schedctl.job import CatchUp, Concurrency, Job, RunState
 from schedctl.planner import Tick
-from schedctl.store import claims
+from schedctl.replay import ReplayPlan, ReplayTick, replay
+from schedctl.store import claims, runrows
 from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes
 from schedctl.store.schema import job_runs, job_versions
 
@@ -43,13 +44,23 @@ def _claimed(store: Any) -> dict[tuple[str, datetime], Any]:
         return {c.key: c.snapshot for c in claims.claim(conn, "w1", 100, [""], 60.0)}
 
 
-def test_a_version_is_written_once_for_many_runs_across_batches(store: Any) -> None:
+def test_a_version_is_written_once_for_many_runs_across_batches(store: Any, monkeypatch: Any) -> None:
     fence = _lead(store)
     jobs = [_job("a"), _job("b", "echo b")]
     record_changes(store, fence, [StateChange(j.id, "defined", j.schedule_key) for j in jobs], T0)
     values = RowValues()
+    writes: list[list[str]] = []
+    real = runrows.insert_ignore_columns
+
+    def counting(conn: Any, table: Any, columns: dict[str, list[Any]], **kw: Any) -> int:
+        if table is job_versions:
+            writes.append(columns["job_id"])
+        return real(conn, table, columns, **kw)
+
+    monkeypatch.setattr(runrows, "insert_ignore_columns", counting)
     for minute in range(1, 6):
         _dispatch(store, fence, jobs, minute, values)
+    assert writes == [["a", "b"]]  # the first batch wrote both versions; the leader knew them afterwards
     with store.connect() as conn:
         runs = conn.execute(select(func.count()).select_from(job_runs)).scalar_one()
         named = set(conn.execute(select(job_runs.c.job_id, job_runs.c.version).distinct()).all())
@@ -88,6 +99,19 @@ def test_a_take_over_writes_the_version_again(store: Any) -> None:
     values.prepare([job])
     _dispatch(store, fence, [job], 2, values)
     assert _claimed(store)[("j", T0 + timedelta(minutes=2))]["command"] == "echo old"
+
+
+def test_replay_requeues_a_skipped_tick_with_the_jobs_current_snapshot(store: Any) -> None:
+    fence = _lead(store)
+    old = _job()
+    record_changes(store, fence, [StateChange(old.id, "defined", old.schedule_key)], T0)
+    at = T0 + timedelta(minutes=1)
+    dispatch(store, fence, [Tick("j", at, RunState.SKIPPED)], {"j": old}, T0)
+    edited = replace(old, command="echo replayed")
+    plan = ReplayPlan(ticks=[ReplayTick("j", at, "requeue", "skipped")])
+    result = replay(store, [edited], 10, None, None, T0 + timedelta(minutes=5), plan=plan)
+    assert result.dispatched == 1
+    assert _claimed(store)[("j", at)]["command"] == "echo replayed"
 
 
 def _finish(store: Any, states: dict[int, str]) -> None:
