@@ -163,3 +163,19 @@ def test_pruning_every_run_keeps_the_version_of_the_newest(store: Any) -> None:
     with store.begin() as conn:
         assert claims.prune(conn, ["j"], keep_succeeded=0, keep_failed=0) == {"j": 2}
     assert _versions(store) == [("j", values.of(new)[0])]
+
+
+def test_jobs_from_the_database_read_the_snapshot_of_their_newest_run(store: Any) -> None:
+    """`status`/`missed` without a job file rebuild each job from the version its newest run names."""
+    from schedctl.dbjobs import jobs_from_database
+
+    fence = _lead(store)
+    old = _job()
+    record_changes(store, fence, [StateChange(old.id, "defined", old.schedule_key)], T0)
+    values = RowValues()
+    _dispatch(store, fence, [old], 1, values)
+    _dispatch(store, fence, [replace(old, command="echo new")], 2, values)
+    with store.read() as conn:
+        now = jobs_from_database(conn, ["j"], T0 + timedelta(minutes=5))["j"]
+        then = jobs_from_database(conn, ["j"], T0 + timedelta(minutes=1, seconds=30))["j"]
+    assert (now.command, then.command) == ("echo new", "echo old")
