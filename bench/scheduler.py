@@ -265,7 +265,7 @@ def bench_schedctl(
 # The columns a dispatch batch writes (store/dispatch.py _insert_rows); the rest take their defaults.
 RUN_COLUMNS = (
     "job_id", "scheduled_for", "state", "reason", "reason_detail", "manual", "term", "attempt", "failures",
-    "queued_at", "not_before", "cancel_requested", "snapshot", "labels_key", "concurrency",
+    "queued_at", "not_before", "cancel_requested", "version", "labels_key", "concurrency",
 )  # fmt: skip
 # What each backend's bare insert goals allow (issue 19, goal 1): the pass within this multiple of it.
 INSERT_GOAL = {"postgresql": 1.5, "sqlite": 2.0, "mysql": 2.0}
@@ -285,14 +285,7 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
         dialect = store.engine.dialect
         name = dialect.name
         quoted = ", ".join(f'"{c}"' if name != "mysql" else f"`{c}`" for c in RUN_COLUMNS)
-        selected = ", ".join(
-            (
-                f'"{c}"::text'
-                if name == "postgresql" and c == "snapshot"
-                else (f"`{c}`" if name == "mysql" else f'"{c}"')
-            )
-            for c in RUN_COLUMNS
-        )
+        selected = quoted
         cur = raw.cursor()
         cur.execute(
             "SELECT scheduled_for FROM job_runs GROUP BY scheduled_for ORDER BY count(*) DESC LIMIT 1"
@@ -304,16 +297,13 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
         raw.commit()
         if name == "postgresql":
             types = [job_runs.c[c].type.compile(dialect=dialect) for c in RUN_COLUMNS]
-            types = ["text" if c == "snapshot" else t for c, t in zip(RUN_COLUMNS, types, strict=True)]
             # As dispatch does: a column whose values are all equal is sent once, the others as binary arrays.
             columns = list(zip(*rows, strict=True))
             same = [col.count(col[0]) == len(col) for col in columns]
             arrays = ", ".join(f"CAST(%(c{i})b AS {t}[])" for i, t in enumerate(types) if not same[i])
             aliases = ", ".join(f"c{i}" for i in range(len(types)) if not same[i])
             casts = ", ".join(
-                (f"CAST(%(c{i})s AS {types[i]})" if same[i] else f"u.c{i}")
-                + ("::json" if c == "snapshot" else "")
-                for i, c in enumerate(RUN_COLUMNS)
+                f"CAST(%(c{i})s AS {types[i]})" if same[i] else f"u.c{i}" for i in range(len(RUN_COLUMNS))
             )
             sql = (
                 f"INSERT INTO job_runs ({quoted}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) "

@@ -1,6 +1,6 @@
 """Jobs as the database last saw them, for `status` and `missed` when no job file is given.
 
-Each run row carries the snapshot its job had when the leader queued it, and ``job_state`` the schedule key
+Each run row names the job version (and so the snapshot) its job had when the leader queued it, and ``job_state`` the schedule key
 ticks were counted by; together they rebuild a job well enough to explain it. Reads two tables in bulk.
 """
 

@@ -188,7 +188,8 @@ class Job:
         return labels_key(self.labels)
 
     def snapshot(self) -> dict[str, Any]:
-        """What a run row carries, so workers need no job files and an edit does not change queued runs."""
+        """What a run is queued with (its job version), so workers need no job files and an edit does not
+        change queued runs."""
         return {
             "command": list(self.command) if isinstance(self.command, tuple) else self.command,
             "stdin": self.stdin,

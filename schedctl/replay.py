@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.engine import Connection
@@ -26,9 +25,8 @@ from sqlalchemy.engine import Connection
 from schedctl.errors import ReplayRefused
 from schedctl.job import EventKind, Job, RunState
 from schedctl.missed import gather, rfc3339
-from schedctl.store import Store, jobstate
+from schedctl.store import Store, jobstate, runrows
 from schedctl.store import history as h
-from schedctl.store.dialect import insert_ignore
 from schedctl.store.schema import job_runs
 
 log = logging.getLogger("schedctl.replay")
@@ -153,30 +151,14 @@ def replay(
     return ReplayResult(plan=plan, dry_run=False, dispatched=dispatched, already=len(plan.ticks) - dispatched)
 
 
-def _queued_values(job: Job, now: datetime) -> dict[str, Any]:
-    # What the scheduler's claim insert writes, except term: NULL says no leader dispatched this one.
-    return {
-        "state": RunState.QUEUED,
-        "reason": None,
-        "reason_detail": REPLAYED,
-        "term": None,
-        "queued_at": now,
-        "not_before": None,
-        "snapshot": job.snapshot(),
-        "labels_key": job.labels_key,
-        "concurrency": str(job.concurrency),
-    }
-
-
 def _dispatch(conn: Connection, job: Job, ticks: list[datetime], now: datetime) -> int:
     """Claim ``ticks`` for ``job``: insert the missing ones, requeue the skipped ones. Returns how many this
     call dispatched; a tick another process got first counts zero."""
-    values = _queued_values(job, now)
-    rows = [
-        {"job_id": job.id, "scheduled_for": t, "manual": False, "attempt": 0, "failures": 0, **values}
-        for t in ticks
-    ]
-    inserted = insert_ignore(conn, job_runs, rows)
+    shared = runrows.shared_values(job)
+    n = len(ticks)
+    inserted = runrows.insert_runs(
+        conn, [job.id] * n, ticks, [shared] * n, term=None, queued_at=now, details=[REPLAYED] * n
+    )
     # Every tick of the chunk, not just the planned "requeue" ones: a leader may have written a skipped row for
     # a tick since the plan was made, and our insert then did nothing. Rows just inserted are queued: untouched.
     requeued = conn.execute(
@@ -186,7 +168,7 @@ def _dispatch(conn: Connection, job: Job, ticks: list[datetime], now: datetime) 
             job_runs.c.scheduled_for.in_(ticks),
             job_runs.c.state == RunState.SKIPPED,
         )
-        .values(**values)
+        .values(**runrows.requeue_values(conn, job, REPLAYED, now))
     ).rowcount
     return inserted + max(0, requeued or 0)
 

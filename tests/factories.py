@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import insert
+from sqlalchemy import insert, select
 
 from schedctl.job import Job
+from schedctl.store import runrows
 from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
+from schedctl.store.schema import job_events, job_runs, job_state, job_versions, lease_terms, scheduler_lease
 
 LEASE_NAME = "cron"
 # The seeded terms were last renewed this long before they expire, unless a test says otherwise.
@@ -99,7 +100,7 @@ def run_row(
         attempt=0 if state in ("queued", "skipped") else 1,
         failures=0,
         queued_at=t,
-        snapshot=job.snapshot(),
+        version=runrows.shared_values(job)[0],
         labels_key=job.labels_key,
         concurrency=str(job.concurrency),
         reason=None,
@@ -120,7 +121,18 @@ def run_row(
 def add_runs(conn, job: Job, ticks: list[datetime], state: str = "succeeded", **row) -> None:
     """Rows the way the scheduler inserts them (insert_ignore), then the worker's outcome."""
     rows = [run_row(job, t, state, **row) for t in ticks]
+    runrows.write_versions(conn, [job.id], [runrows.shared_values(job)])
     assert insert_ignore(conn, job_runs, rows) == len(rows)
+
+
+def snapshot_of(conn, job_id: str, scheduled_for: datetime) -> dict | None:
+    """The snapshot the run of ``job_id`` at ``scheduled_for`` was queued with, read through its version."""
+    r, v = job_runs.c, job_versions.c
+    return conn.execute(
+        select(v.snapshot)
+        .select_from(job_runs.join(job_versions, (v.job_id == r.job_id) & (v.version == r.version)))
+        .where(r.job_id == job_id, r.scheduled_for == scheduled_for)
+    ).scalar_one_or_none()
 
 
 def register_worker(store, identity: str = "w1:1:aa", labels: dict[str, str] | None = None) -> None:

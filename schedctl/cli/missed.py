@@ -47,7 +47,7 @@ def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict
 
 def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store: Store) -> dict[str, Job]:
     """The job files; or, when none was given (the default ./schedctl.toml does not exist), the jobs as the
-    database last saw them (job_state and the snapshots run rows carry), said once on stderr."""
+    database last saw them (job_state and the snapshots of the versions run rows name), said once on stderr."""
     from pathlib import Path
 
     from schedctl.cli._options import DEFAULT_JOBS

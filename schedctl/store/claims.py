@@ -31,12 +31,13 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from schedctl.job import Job, RunState, labels_key
+from schedctl.job import RunState, labels_key
 from schedctl.outcome import Outcome  # re-exported: the store writes what the policy decides
 from schedctl.settings import DEFAULT_KEEP_MISSED
 from schedctl.store import missedrecord
-from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, lock_for_claim
-from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state
+from schedctl.store.dialect import db_now, db_now_plus, lock_for_claim
+from schedctl.store.runrows import queue_runs as queue_runs  # re-exported: tests, benchmarks queue runs here
+from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state, job_versions
 
 MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
 FAILED_STATES = (
@@ -154,7 +155,7 @@ def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
         r.attempt,
         r.failures,
         r.worker,
-        r.snapshot,
+        _snapshot_of(r),
         r.checkpoint,
         r.manual,
         r.concurrency,
@@ -183,6 +184,18 @@ def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
         .limit(limit)
     )
     return stale, queued
+
+
+def _snapshot_of(r: Any) -> Any:
+    """The snapshot a run was queued with, read through its version. A subquery in the select list, not a
+    join: ``FOR UPDATE`` locks only the run rows, never the version many runs share."""
+    v = job_versions.c
+    return (
+        select(v.snapshot)
+        .where(v.job_id == r.job_id, v.version == r.version)
+        .scalar_subquery()
+        .label("snapshot")
+    )
 
 
 def _claim_update(identity: str, exclusive: bool) -> Any:
@@ -412,6 +425,9 @@ def _prune_job(
         doomed.extend(rows)
     if not doomed:
         return 0
+    newest = conn.execute(
+        select(r.version).where(r.job_id == job_id).order_by(r.scheduled_for.desc()).limit(1)
+    ).scalar()
     mark = max(doomed) + timedelta(microseconds=1)
     skipped = conn.execute(
         select(func.count()).where(r.job_id == job_id, r.state == RunState.SKIPPED, r.scheduled_for < mark)
@@ -426,8 +442,21 @@ def _prune_job(
             )
         )
         deleted += result.rowcount or 0
+    _drop_unnamed_versions(conn, job_id, newest)
     _move_history_start(conn, job_id, mark, deleted)
     return deleted
+
+
+def _drop_unnamed_versions(conn: Connection, job_id: str, newest: str | None) -> None:
+    """Delete the job's versions no remaining run row names. The version of its newest run is kept even
+    when that run went too: it is the one the leader is dispatching, and the leader writes a version once
+    per definition (dispatch.RowValues), not before every row."""
+    v = job_versions.c
+    named = exists().where(job_runs.c.job_id == v.job_id, job_runs.c.version == v.version)
+    query = delete(job_versions).where(v.job_id == job_id, ~named)
+    if newest is not None:
+        query = query.where(v.version != newest)
+    conn.execute(query)
 
 
 def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: int) -> None:
@@ -446,28 +475,3 @@ def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: 
                 detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}",
             )
         )
-
-
-def queue_runs(conn: Connection, job: Job, instants: Iterable[datetime], manual: bool = False) -> int:
-    """Queue runs of ``job`` at ``instants`` the way the scheduler does (term NULL: no lease dispatched them).
-
-    ``schedctl run`` uses it with one instant, now to the microsecond; returns how many rows were new.
-    """
-    rows = [
-        {
-            "job_id": job.id,
-            "scheduled_for": at,
-            "state": RunState.QUEUED,
-            "manual": manual,
-            "term": None,
-            "attempt": 0,
-            "failures": 0,
-            "queued_at": at,
-            "not_before": None,
-            "snapshot": job.snapshot(),
-            "labels_key": job.labels_key,
-            "concurrency": str(job.concurrency),
-        }
-        for at in instants
-    ]
-    return insert_ignore(conn, job_runs, rows)

@@ -8,9 +8,8 @@ state after someone else leads.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -19,8 +18,8 @@ from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState, SkipReason, Tick
-from schedctl.store import Store, jobstate, leases, wake
-from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns
+from schedctl.store import Store, jobstate, leases, runrows, wake
+from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.schema import job_events, job_runs, job_state
 
 NOTIFY_CHANNEL = "schedctl_runs"
@@ -169,7 +168,7 @@ def dispatch(
             skipped=[t for t in decided if t.state is not _QUEUED],
         )
         _cancel_replaced(conn, decided, statics)
-        result.inserted = _insert_rows(conn, decided, statics, fence.term, now)
+        result.inserted = _insert_rows(conn, decided, statics, fence.term, now, values.written)
         result.newest = newest_ticks(decided)
         if advance:
             jobstate.advance_last_dispatched(conn, result.newest, now)
@@ -178,6 +177,7 @@ def dispatch(
         if result.queued and conn.dialect.name == "postgresql":
             # Delivered at commit, so a worker that wakes on it sees the rows.
             conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
+    values.written.update(t.job_id for t in decided)  # committed: the next batches need not write them again
     if result.queued and store.sqlite_file is not None:
         wake.wake_workers(store.sqlite_file)  # after the commit, for the same reason
     return result
@@ -278,37 +278,30 @@ def _cancel_replaced(conn: Connection, decided: Sequence[Tick], statics: Sequenc
 
 
 def _insert_rows(
-    conn: Connection, decided: Sequence[Tick], statics: Sequence[_Static], term: int, now: datetime
+    conn: Connection,
+    decided: Sequence[Tick],
+    statics: Sequence[_Static],
+    term: int,
+    now: datetime,
+    known: Container[str],
 ) -> int:
-    """The batch's run rows, built column by column: per tick only what differs between ticks is touched."""
-    n = len(decided)
-    if not n:
-        return 0
-    columns: dict[str, list[Any]] = {
-        "job_id": [t.job_id for t in decided],
-        "scheduled_for": [t.scheduled_for for t in decided],
-        "state": [str(t.state) for t in decided],
-        "reason": [None if t.reason is None else str(t.reason) for t in decided],
-        "reason_detail": [LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
-        "manual": [False] * n,
-        "term": [term] * n,
-        "attempt": [0] * n,
-        "failures": [0] * n,
-        "queued_at": [now] * n,
-        "not_before": [t.not_before for t in decided],
-        "cancel_requested": [False] * n,
-        "snapshot": [s[0] for s in statics],
-        "labels_key": [s[1] for s in statics],
-        "concurrency": [s[2] for s in statics],
-    }
-    return insert_ignore_columns(conn, job_runs, columns, json_text=_JSON_TEXT)
+    return runrows.insert_runs(
+        conn,
+        [t.job_id for t in decided],
+        [t.scheduled_for for t in decided],
+        statics,
+        term=term,
+        queued_at=now,
+        states=[str(t.state) for t in decided],
+        reasons=[None if t.reason is None else str(t.reason) for t in decided],
+        details=[LATE_DETAIL if t.late and t.detail is None else t.detail for t in decided],
+        not_before=[t.not_before for t in decided],
+        known_versions=known,
+    )
 
 
-_JSON_TEXT = frozenset({"snapshot"})
 _QUEUED = RunState.QUEUED
-
-# (snapshot as JSON text, labels_key, str(concurrency), concurrency): what every run row of a definition shares.
-_Static = tuple[str, str, str, Concurrency]
+_Static = runrows.Shared
 
 
 class RowValues:
@@ -319,10 +312,15 @@ class RowValues:
 
     def __init__(self) -> None:
         self._by_job: dict[str, tuple[Job, _Static]] = {}
+        # Jobs whose current definition's version this leader has committed to job_versions: their rows
+        # skip the version insert. Forgotten when the definition changes and at every take-over or reload,
+        # so a version pruned meanwhile (claims.prune) is written again before a row names it.
+        self.written: set[str] = set()
         # Identical snapshots (a thousand jobs running the same command) share one string.
         self._shared: dict[str, str] = {}
 
     def prepare(self, jobs: Iterable[Job]) -> None:
+        self.written.clear()
         live: set[str] = set()
         for job in jobs:
             self.of(job)
@@ -332,15 +330,16 @@ class RowValues:
             del self._by_job[job_id]
         if len(self._shared) > 2 * len(self._by_job):
             self._shared.clear()
-            self._shared.update((v[1][0], v[1][0]) for v in self._by_job.values())
+            self._shared.update((v[1][4], v[1][4]) for v in self._by_job.values())
 
     def of(self, job: Job) -> _Static:
         cached = self._by_job.get(job.id)
         if cached is None or cached[0] is not job:
-            text = json.dumps(job.snapshot())
-            text = self._shared.setdefault(text, text)
-            cached = (job, (text, job.labels_key, str(job.concurrency), job.concurrency))
+            shared = runrows.shared_values(job)
+            text = self._shared.setdefault(shared[4], shared[4])
+            cached = (job, (*shared[:4], text))
             self._by_job[job.id] = cached
+            self.written.discard(job.id)
         return cached[1]
 
 

@@ -10,10 +10,10 @@ from schedctl.errors import RunNotFound, SchedctlError
 from schedctl.instants import instant_text
 from schedctl.job import Job, RunState
 from schedctl.store import Store
-from schedctl.store.claims import queue_runs
 from schedctl.store.dialect import db_now
 from schedctl.store.history import RUN_COLUMNS, run_record
 from schedctl.store.rows import RunRecord
+from schedctl.store.runrows import queue_runs
 from schedctl.store.schema import job_runs
 
 

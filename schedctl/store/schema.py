@@ -24,6 +24,8 @@ from schedctl.store.types import UTCDateTime
 
 metadata = MetaData()
 
+VERSION_LENGTH = 16  # hex digits of a job version's SHA-256 (why that is enough: runrows.version_of)
+
 # One row per election ("cron" unless several installations share a database). `term` grows by one every
 # time the holder changes: it is the fencing token every dispatch write is conditioned on.
 scheduler_lease = Table(
@@ -82,7 +84,9 @@ job_runs = Table(
     Column("error", Text, nullable=True),
     Column("checkpoint", JSON, nullable=True),
     Column("checkpoint_at", UTCDateTime, nullable=True),  # when a running run last saved its checkpoint
-    Column("snapshot", JSON, nullable=True),
+    # The job version it was queued with (job_versions): the snapshot a worker runs, whatever the job file
+    # says by then. NULL only on rows written without one (tests of history, hand-made rows).
+    Column("version", String(VERSION_LENGTH), nullable=True),
     Column("labels_key", String(512), nullable=False, default=""),
     Column("concurrency", String(16), nullable=False, default="forbid"),
     # 1 while a `forbid` run executes, else NULL: the unique index below lets the database itself refuse a
@@ -117,6 +121,16 @@ job_runs = Table(
         postgresql_where=text("state = 'running'"),
         sqlite_where=text("state = 'running'"),
     ),
+)
+
+# Each job definition a run was queued with, stored once however many runs name it (content-addressed: see
+# store/runrows.py). Pruning deletes a version once no run row names it (claims.prune).
+job_versions = Table(
+    "job_versions",
+    metadata,
+    Column("job_id", String(255), primary_key=True),
+    Column("version", String(VERSION_LENGTH), primary_key=True),
+    Column("snapshot", JSON, nullable=False),  # what `Job.snapshot()` gave: command, env, policy
 )
 
 # Per-job memory that must outlive every process: where dispatch resumes, pauses, refusals, history mark.

@@ -1,5 +1,5 @@
 """What the database remembers of each job's definition: the schedule key ``job_state`` counts ticks by,
-and the snapshot each run row carries of the job that queued it. ``schedctl.dbjobs`` rebuilds jobs from them.
+and the snapshot of the job version each run row names (``job_versions``). ``schedctl.dbjobs`` rebuilds jobs from them.
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 from sqlalchemy.engine import Connection
 
 from schedctl.store.dialect import id_chunks, in_list
-from schedctl.store.schema import job_runs, job_state
+from schedctl.store.schema import job_runs, job_state, job_versions
 
 
 def known_job_ids(conn: Connection) -> list[str]:
@@ -38,11 +38,13 @@ def schedule_keys(conn: Connection, job_ids: Sequence[str]) -> dict[str, str]:
 def newest_snapshots(conn: Connection, job_ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
     """Job id -> the snapshot of its newest run due by ``now``, for the ids that have one."""
     snapshots: dict[str, dict[str, Any]] = {}
-    r = job_runs.c
+    r, v = job_runs.c, job_versions.c
+    named = job_runs.join(job_versions, and_(v.job_id == r.job_id, v.version == r.version))
     for chunk in id_chunks(conn, list(job_ids)):
         rows = conn.execute(
-            select(r.job_id, r.snapshot)
-            .where(in_list(conn, r.job_id, chunk), r.snapshot.is_not(None), r.scheduled_for <= now)
+            select(r.job_id, v.snapshot)
+            .select_from(named)
+            .where(in_list(conn, r.job_id, chunk), r.scheduled_for <= now)
             .order_by(r.job_id, r.scheduled_for)
         )
         for row in rows:  # newest last: each job keeps its newest snapshot

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import factories
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import select, update
@@ -142,9 +143,10 @@ def test_run_queues_a_manual_run_keyed_to_the_microsecond(env):
     assert result.exit_code == 0, result.output
     with env["store"].begin() as conn:
         row = conn.execute(select(job_runs).where(job_runs.c.manual.is_(True))).mappings().one()
+        snapshot = factories.snapshot_of(conn, "report", row["scheduled_for"])
     assert row["state"] == "queued" and row["term"] is None and row["attempt"] == 0
     assert before <= row["scheduled_for"] <= datetime.now(UTC)
-    assert row["snapshot"]["command"] == "bin/report --daily"
+    assert snapshot is not None and snapshot["command"] == "bin/report --daily"
     assert result.output == f"queued report {row['scheduled_for'].isoformat().replace('+00:00', 'Z')}\n"
     unknown = CliRunner().invoke(cli, ["run", "nope", "--jobs", env["jobs"], "--db", env["db"]])
     assert unknown.exit_code != 0

@@ -6,6 +6,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import factories
 import pytest
 from sqlalchemy import insert, select
 
@@ -51,8 +52,9 @@ def test_dispatch_inserts_the_run_row_with_its_snapshot_and_moves_last_dispatche
     assert result.inserted == 1
     with store.connect() as conn:
         row = conn.execute(select(job_runs)).one()
+        snapshot = factories.snapshot_of(conn, "j", row.scheduled_for)
     assert row.state == "queued" and row.term == fence.term and row.attempt == 0 and not row.manual
-    assert row.snapshot["command"] == ["echo", "hi"] and row.concurrency == "allow"
+    assert snapshot is not None and snapshot["command"] == ["echo", "hi"] and row.concurrency == "allow"
     assert load_states(store)["j"].last_dispatched == T0 + timedelta(minutes=1)
 
 

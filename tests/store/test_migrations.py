@@ -99,53 +99,72 @@ def test_concurrent_upgrades_both_succeed(db_url):
         assert sorted(((r.before or ""), r.after) for r in results) == [("", head), (head, head)], results
 
 
-def test_upgrading_from_the_first_revision_keeps_every_run_and_gives_the_model(empty):
-    """0002 rebuilds job_runs' indexes (and, on SQLite, the table): rows and the forbid rule survive it."""
+def _runs_before_0005():
+    """job_runs as revisions 0001 to 0004 built it: the snapshot in the row, no version."""
+    from sqlalchemy import JSON
+
+    from schedctl.store.schema import job_runs
+
+    columns = [c._copy() for c in job_runs.columns if c.name != "version"]
+    return Table("job_runs", MetaData(), *columns, Column("snapshot", JSON, nullable=True))
+
+
+def _old_row(job_id, minute, state, exclusive=None, snapshot=None):
     from datetime import UTC, datetime
 
+    at = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+    return {
+        "job_id": job_id,
+        "scheduled_for": at.replace(minute=minute),
+        "state": state,
+        "manual": False,
+        "attempt": 1,
+        "failures": 0,
+        "queued_at": at,
+        "cancel_requested": False,
+        "labels_key": "",
+        "concurrency": "forbid",
+        "exclusive": exclusive,
+        "snapshot": {"command": "echo 'a;b'"} if snapshot is None else snapshot,
+    }
+
+
+def test_upgrading_from_the_first_revision_keeps_every_run_and_gives_the_model(empty):
+    """0002 rebuilds job_runs' indexes (and, on SQLite, the table): rows and the forbid rule survive it."""
+    from factories import snapshot_of
     from sqlalchemy import insert, select
 
     from schedctl.errors import StoreError
     from schedctl.store.schema import job_runs
 
     migrate.upgrade(empty, "0001")
-    at = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-    def row(job_id, minute, state, exclusive=None):
-        return {
-            "job_id": job_id,
-            "scheduled_for": at.replace(minute=minute),
-            "state": state,
-            "manual": False,
-            "attempt": 1,
-            "failures": 0,
-            "queued_at": at,
-            "cancel_requested": False,
-            "labels_key": "",
-            "concurrency": "forbid",
-            "exclusive": exclusive,
-            "snapshot": {"command": "echo 'a;b'"},
-        }
-
-    rows = [row("a", 0, "succeeded"), row("a", 1, "running", 1), row("b", 0, "queued"), row("b", 1, "queued")]
+    rows = [
+        _old_row("a", 0, "succeeded"),
+        _old_row("a", 1, "running", 1),
+        _old_row("b", 0, "queued"),
+        _old_row("b", 1, "queued"),
+    ]
     with empty.begin() as conn:
-        conn.execute(insert(job_runs), rows)
+        conn.execute(insert(_runs_before_0005()), rows)
     result = migrate.upgrade(empty)
     assert (result.before, result.after) == ("0001", migrate.head_revision())
     with empty.connect() as conn:
         assert _differences(conn) == []
         kept = conn.execute(
             select(
-                job_runs.c.job_id,
-                job_runs.c.scheduled_for,
-                job_runs.c.state,
-                job_runs.c.exclusive,
-                job_runs.c.snapshot,
+                job_runs.c.job_id, job_runs.c.scheduled_for, job_runs.c.state, job_runs.c.exclusive
             ).order_by(job_runs.c.job_id, job_runs.c.scheduled_for)
         ).all()
-    assert [tuple(k) for k in kept] == [
+        kept = [(*k, snapshot_of(conn, k[0], k[1])) for k in kept]
+    assert kept == [
         (r["job_id"], r["scheduled_for"], r["state"], r["exclusive"], r["snapshot"]) for r in rows
     ]
+
+    def row(job_id, minute, state, exclusive=None):
+        new = _old_row(job_id, minute, state, exclusive)
+        del new["snapshot"]
+        return new
+
     with (
         pytest.raises(StoreError, match="(?i)unique|duplicate"),
         empty.begin() as conn,
@@ -153,6 +172,39 @@ def test_upgrading_from_the_first_revision_keeps_every_run_and_gives_the_model(e
         conn.execute(insert(job_runs), [row("a", 2, "running", 1)])
     with empty.begin() as conn:  # and any number that are not executing
         conn.execute(insert(job_runs), [row("a", 3, "queued"), row("a", 4, "queued")])
+
+
+def test_upgrading_to_0005_moves_every_snapshot_into_job_versions_once(empty):
+    """Each distinct snapshot of a job becomes one version; every row names the one it carried."""
+    from factories import snapshot_of
+    from sqlalchemy import insert, null, select
+
+    from schedctl.store import runrows
+    from schedctl.store.schema import job_runs, job_versions
+
+    migrate.upgrade(empty, "0004")
+    old, edited = {"command": "old", "env": {"A": "1"}}, {"command": "new", "env": {"A": "1"}}
+    rows = [_old_row("a", m, "succeeded", snapshot=old) for m in range(5)]
+    rows += [_old_row("a", m, "queued", snapshot=edited) for m in range(5, 8)]
+    rows += [_old_row("b", m, "queued", snapshot=old) for m in range(3)]
+    with empty.begin() as conn:
+        conn.execute(insert(_runs_before_0005()), rows)
+        # JSON null and SQL NULL: a row with no snapshot names no version.
+        conn.execute(insert(_runs_before_0005()), [_old_row("c", 0, "skipped") | {"snapshot": None}])
+        conn.execute(insert(_runs_before_0005()), [_old_row("c", 1, "skipped") | {"snapshot": null()}])
+    assert migrate.upgrade(empty).after == migrate.head_revision()
+    with empty.connect() as conn:
+        assert _differences(conn) == []
+        versions = conn.execute(select(job_versions.c.job_id, job_versions.c.version)).all()
+        moved = [snapshot_of(conn, r["job_id"], r["scheduled_for"]) for r in rows]
+        c_versions = conn.execute(select(job_runs.c.version).where(job_runs.c.job_id == "c")).scalars().all()
+    assert moved == [r["snapshot"] for r in rows]
+    expected = {
+        (j, runrows.version_of(runrows.canonical_snapshot(s)))
+        for j, s in (("a", old), ("a", edited), ("b", old))
+    }
+    assert sorted(versions) == sorted(expected)  # once each: five rows of `old` in `a` share one version
+    assert c_versions == [None, None]
 
 
 def test_check_is_not_ok_on_an_empty_database_and_says_what_to_run(empty):

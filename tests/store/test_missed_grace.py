@@ -38,7 +38,6 @@ def _row(t: datetime, state: str = "succeeded") -> dict:
         attempt=1 if state != "queued" else 0,
         failures=0,
         queued_at=t,
-        snapshot=MINUTELY.snapshot(),
         labels_key="",
         concurrency="forbid",
     )

@@ -46,7 +46,6 @@ def _row(t: datetime, state: str, reason=None, detail=None) -> dict:
         attempt=0 if state == "skipped" else 1,
         failures=0,
         queued_at=t,
-        snapshot=PULSE.snapshot(),
         labels_key="",
         concurrency=str(PULSE.concurrency),
     )

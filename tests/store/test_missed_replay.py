@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import factories
 import pytest
 from factories import add_runs, add_state, add_term
 from launch import child_env
@@ -129,11 +130,10 @@ def test_replay_dispatches_exactly_the_missed_ticks_then_does_nothing(store):
     assert new == [(t, "queued", None, None) for t in OUTAGE_TICKS]
     assert len(rows) == len(before) + 21
     with store.begin() as conn:
-        snap, concurrency, labels = conn.execute(
-            select(job_runs.c.snapshot, job_runs.c.concurrency, job_runs.c.labels_key).where(
-                job_runs.c.scheduled_for == T(13, 10)
-            )
+        concurrency, labels = conn.execute(
+            select(job_runs.c.concurrency, job_runs.c.labels_key).where(job_runs.c.scheduled_for == T(13, 10))
         ).one()
+        snap = factories.snapshot_of(conn, BILLING.id, T(13, 10))
         last_dispatched = conn.execute(select(job_state.c.last_dispatched)).scalar_one()
     assert (snap, concurrency, labels) == (BILLING.snapshot(), "forbid", "")
     assert last_dispatched == T(16, 30)

@@ -1,0 +1,140 @@
+"""The one builder of queued run rows: the leader's dispatch, `schedctl replay` and `schedctl run` (and
+``queue_runs`` in tests and benchmarks) all write a ``job_runs`` row through ``insert_runs``.
+
+A row is what its tick decided (state, reason, detail, not_before) plus what its job definition shares with
+every other row of it (``Shared``: computed once per definition, see ``dispatch.RowValues``). The job's
+snapshot is not in the row: it is stored once per job version in ``job_versions``, content-addressed, and the
+row names its version. A version row is written (insert-ignore) in the same transaction as, and before, the
+first rows that name it, so a committed run always finds the snapshot it was queued with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Container, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from schedctl.job import Concurrency, Job, RunState
+from schedctl.store.dialect import insert_ignore_columns
+from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
+
+# (version, labels_key, str(concurrency), concurrency, snapshot as canonical JSON text): what every run row of
+# a definition shares.
+Shared = tuple[str, str, str, Concurrency, str]
+
+_JSON_TEXT = frozenset({"snapshot"})
+_QUEUED = str(RunState.QUEUED)
+
+
+def canonical_snapshot(snapshot: dict[str, Any]) -> str:
+    """The one text of a snapshot: keys sorted, no spaces, so equal snapshots hash equal."""
+    return json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
+
+
+def version_of(canonical: str) -> str:
+    """A job version's name: the start of the SHA-256 of its canonical snapshot. Versions are told apart only
+    within one job (the key is ``(job_id, version)``), so 64 bits are plenty: a job edited a million times has
+    a chance of about 3e-8 that two of its versions collide; the full digest would add 48 bytes to each row
+    and each index entry for nothing."""
+    return hashlib.sha256(canonical.encode()).hexdigest()[:VERSION_LENGTH]
+
+
+def shared_values(job: Job) -> Shared:
+    text = canonical_snapshot(job.snapshot())
+    return (version_of(text), job.labels_key, str(job.concurrency), job.concurrency, text)
+
+
+def write_versions(
+    conn: Connection, job_ids: Sequence[str], shared: Sequence[Shared], known: Container[str] = ()
+) -> int:
+    """Insert-ignore the version of each distinct (job id, version) among the rows, once each, leaving out
+    jobs in ``known`` (a leader's record of the versions it committed already). Returns how many were new."""
+    pending: dict[tuple[str, str], str] = {}
+    for job_id, values in zip(job_ids, shared, strict=True):
+        if job_id not in known:
+            pending.setdefault((job_id, values[0]), values[4])
+    if not pending:
+        return 0
+    columns = {
+        "job_id": [k[0] for k in pending],
+        "version": [k[1] for k in pending],
+        "snapshot": list(pending.values()),
+    }
+    return insert_ignore_columns(conn, job_versions, columns, json_text=_JSON_TEXT)
+
+
+def insert_runs(
+    conn: Connection,
+    job_ids: Sequence[str],
+    scheduled_for: Sequence[datetime],
+    shared: Sequence[Shared],
+    *,
+    term: int | None,
+    queued_at: datetime | Sequence[datetime],
+    states: Sequence[str] | None = None,
+    reasons: Sequence[str | None] | None = None,
+    details: Sequence[str | None] | None = None,
+    not_before: Sequence[datetime | None] | None = None,
+    manual: bool = False,
+    known_versions: Container[str] = (),
+) -> int:
+    """Insert-ignore one run row per (job id, tick), built column by column: per row only what differs
+    between rows is touched, after the versions the rows name (see ``write_versions`` for
+    ``known_versions``). Omitted per-row columns mean a plain queued run. Returns how many rows were new (a
+    tick someone else claimed first counts zero)."""
+    n = len(job_ids)
+    if not n:
+        return 0
+    write_versions(conn, job_ids, shared, known_versions)
+    columns: dict[str, list[Any]] = {
+        "job_id": list(job_ids),
+        "scheduled_for": list(scheduled_for),
+        "state": [_QUEUED] * n if states is None else list(states),
+        "reason": [None] * n if reasons is None else list(reasons),
+        "reason_detail": [None] * n if details is None else list(details),
+        "manual": [manual] * n,
+        "term": [term] * n,
+        "attempt": [0] * n,
+        "failures": [0] * n,
+        "queued_at": [queued_at] * n if isinstance(queued_at, datetime) else list(queued_at),
+        "not_before": [None] * n if not_before is None else list(not_before),
+        "cancel_requested": [False] * n,
+        "version": [s[0] for s in shared],
+        "labels_key": [s[1] for s in shared],
+        "concurrency": [s[2] for s in shared],
+    }
+    return insert_ignore_columns(conn, job_runs, columns)
+
+
+def requeue_values(conn: Connection, job: Job, detail: str | None, now: datetime) -> dict[str, Any]:
+    """What turning an existing (skipped) row into a queued run writes: the row ``insert_runs`` would have
+    written for it, term NULL (no leader dispatched it). Writes the job's version first."""
+    shared = shared_values(job)
+    write_versions(conn, [job.id], [shared])
+    return {
+        "state": RunState.QUEUED,
+        "reason": None,
+        "reason_detail": detail,
+        "term": None,
+        "queued_at": now,
+        "not_before": None,
+        "version": shared[0],
+        "labels_key": job.labels_key,
+        "concurrency": str(job.concurrency),
+    }
+
+
+def queue_runs(conn: Connection, job: Job, instants: Iterable[datetime], manual: bool = False) -> int:
+    """Queue runs of ``job`` at ``instants`` the way the scheduler does (term NULL: no lease dispatched them).
+
+    ``schedctl run`` uses it with one instant, now to the microsecond; returns how many rows were new.
+    """
+    ticks = list(instants)
+    shared = shared_values(job)
+    return insert_runs(
+        conn, [job.id] * len(ticks), ticks, [shared] * len(ticks), term=None, queued_at=ticks, manual=manual
+    )
