@@ -39,10 +39,8 @@ from schedctl.store import Store, claims, wake
 
 log = logging.getLogger("schedctl.worker")
 
-NOTIFY_CHANNEL = "schedctl_runs"
 BACKOFF_MIN = 0.25
 BACKOFF_MAX = 10.0
-LISTEN_RETRY = 5.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
 SWEEP_INTERVAL = 0.25  # seconds between checks of every child, events or not
@@ -87,11 +85,8 @@ class Worker:
         os.set_blocking(self._wake_w, False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self._listener: Any = None
-        self._listener_fd = -1
-        self._inbox: wake.Inbox | None = None  # SQLite: the scheduler's wake-ups (see store/wake.py)
+        self._listener = wake.Listener()  # the scheduler's wake-ups, opened in run() (see store/wake.py)
         self._guard: GroupGuard | None = None  # kills our jobs if we die without stopping them
-        self._next_listen = 0.0
         self._claim_now = True
         self._nudged = threading.Event()  # set from the scheduler thread of a `--role all` process
         self._more_waiting = False
@@ -163,12 +158,9 @@ class Worker:
         self._guard = GroupGuard.start()
         if self._guard is not None:
             self._guard.remove_on_exit(self._root)  # checkpoints of our jobs: not left behind by a SIGKILL
-        if self.store.sqlite_file is not None:
-            self._inbox = wake.Inbox.open(self.store.sqlite_file)
-            if self._inbox is not None:
-                self._selector.register(self._inbox.fileno(), selectors.EVENT_READ, "inbox")
-                if self._guard is not None:
-                    self._guard.remove_on_exit(self._inbox.path)
+        self._listener = wake.listener_for(self.store, self._register, self._forget_fd, self.clock.monotonic)
+        if self._guard is not None and self._listener.path is not None:
+            self._guard.remove_on_exit(self._listener.path)
         self._registry.refresh()
         try:
             while self._turn(stopping, killing):
@@ -262,10 +254,8 @@ class Worker:
                         pass
                 except (BlockingIOError, OSError):
                     pass
-            elif key.data == "listen":
-                self._drain_notifies()
-            elif key.data == "inbox" and self._inbox is not None:
-                self._inbox.drain()
+            elif key.data is self._listener:
+                self._listener.drain()
                 self._claim_now = True
             else:
                 self._child_event(key.fd, key.data)
@@ -289,9 +279,8 @@ class Worker:
         except KeyError:
             stale = self._selector.get_key(fd).data
         self._forget_fd(fd)
-        if stale == "listen":
-            self._listener_fd = -1
-            self._drop_listener()
+        if stale is self._listener:
+            self._listener.forgotten()
         self._selector.register(fd, selectors.EVENT_READ, data)
 
     def _forget_fd(self, fd: int) -> None:
@@ -304,7 +293,7 @@ class Worker:
     def _should_claim(self, now: float) -> bool:
         if len(self._active) >= self.settings.slots:
             return False
-        self._ensure_listener(now)
+        self._listener.refresh(now)
         if self._nudged.is_set():
             self._nudged.clear()  # before the claim: a nudge arriving during it triggers another
             return True
@@ -638,51 +627,6 @@ class Worker:
         for job_id, count in pruned.items():
             log.info("pruned %d old runs", count, extra={"event": "history_pruned", "job_id": job_id})
 
-    # -- PostgreSQL LISTEN ---------------------------------------------------------------------------------
-    def _ensure_listener(self, now: float) -> None:
-        if self._listener is not None and (self._listener.closed or self._listener.broken):
-            # libpq closes the socket itself when the server goes away; epoll then forgets it silently.
-            self._drop_listener()
-        if self.store.dialect != "postgresql" or self._listener is not None or now < self._next_listen:
-            return
-        try:
-            import psycopg
-
-            conninfo = self.store.url.set(drivername="postgresql").render_as_string(hide_password=False)
-            conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        except Exception as exc:  # any driver failure: polling still works, so retry later
-            log.debug("LISTEN unavailable: %s", exc, extra={"event": "listen_failed"})
-            self._next_listen = now + LISTEN_RETRY
-            return
-        # Remember the descriptor: once the server is gone psycopg raises instead of answering fileno().
-        fd = conn.fileno()
-        self._register(fd, "listen")
-        self._listener = conn
-        self._listener_fd = fd
-
-    def _drain_notifies(self) -> None:
-        try:
-            for _ in self._listener.notifies(timeout=0):
-                pass
-        except Exception:
-            self._drop_listener()
-        self._claim_now = True
-
-    def _drop_listener(self) -> None:
-        if self._listener is None:
-            return
-        try:
-            self._selector.unregister(self._listener_fd)
-        except (KeyError, ValueError, OSError):
-            pass
-        try:
-            self._listener.close()
-        except Exception:
-            pass
-        self._listener = None
-        self._next_listen = self.clock.monotonic() + LISTEN_RETRY
-
     # -- database health -----------------------------------------------------------------------------------
     def _store_failed(self, what: str, exc: StoreError) -> None:
         if not self._db_down:
@@ -695,7 +639,7 @@ class Worker:
         self._db_down = True
         self._backoff[what].grow()
         if what == "beat" or what == "write":
-            self._drop_listener()
+            self._listener.suspect()
 
     def _store_ok(self, what: str) -> None:
         self._backoff[what].reset()
@@ -706,9 +650,7 @@ class Worker:
     def _close(self) -> None:
         self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
         self._mail.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
-        self._drop_listener()
-        if self._inbox is not None:
-            self._inbox.close()
+        self._listener.close()
         if self._guard is not None:
             self._guard.close()
         self._selector.close()

@@ -24,7 +24,6 @@ from schedctl.store import Store, wake
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns, insert_ignore_many
 from schedctl.store.schema import job_events, job_runs, job_state
 
-NOTIFY_CHANNEL = "schedctl_runs"
 _ACTIVE = (RunState.QUEUED.value, RunState.RUNNING.value)
 
 
@@ -188,11 +187,10 @@ def dispatch(
             _advance(conn, result.newest, now)
         if refusals:
             _refuse(conn, refusals, now)
-        if result.queued and conn.dialect.name == "postgresql":
-            # Delivered at commit, so a worker that wakes on it sees the rows.
-            conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
-    if result.queued and store.sqlite_file is not None:
-        wake.wake_workers(store.sqlite_file)  # after the commit, for the same reason
+        if result.queued:
+            wake.notify(conn)
+    if result.queued:
+        wake.after_commit(store)
     return result
 
 
