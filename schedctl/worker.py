@@ -7,6 +7,9 @@ claim, one heartbeat, one transaction of outcomes), so the database is never wha
 A database outage leaves the children running: outcomes wait in memory and are retried with backoff; when a
 write finally matches no row (another worker took the run over meanwhile) the result is dropped, because
 the row, not this process, says who owns a run.
+
+The children themselves are ``schedctl.supervision``'s (start, follow, stop, collect); what is said once an
+outcome is recorded is ``schedctl.runreport``'s; the scheduler's wake-ups are ``schedctl.store.wake``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import selectors
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,16 +28,14 @@ from typing import Any
 from schedctl.backoff import Backoff
 from schedctl.clock import Clock
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
-from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
+from schedctl.executor import NO_CHECKPOINT
 from schedctl.groupguard import GroupGuard
-from schedctl.hooks import Hooks
-from schedctl.job import RunState
-from schedctl.mail import Mailer
 from schedctl.observability import health, metrics
-from schedctl.outcome import RunResult, StopReason, outcome_for
 from schedctl.registry import Registry
+from schedctl.runreport import RunReporter
 from schedctl.settings import WorkerSettings
 from schedctl.store import Store, claims, wake
+from schedctl.supervision import Supervisor
 
 log = logging.getLogger("schedctl.worker")
 
@@ -43,21 +43,9 @@ BACKOFF_MIN = 0.25
 BACKOFF_MAX = 10.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
-SWEEP_INTERVAL = 0.25  # seconds between checks of every child, events or not
 REJECTED_WRITE_TRIES = 3  # a write refused for its content, not the connection, is then stored without output
 HOOK_SHUTDOWN_WAIT = 10.0  # seconds a stopping worker lets hooks (failure mail) finish before killing them
 SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to share its transaction
-
-
-@dataclass
-class _Active:
-    claim: claims.ClaimedRun
-    execution: Execution
-    lost: bool = False
-
-    @property
-    def beat_key(self) -> tuple[Any, Any, int]:
-        return (self.claim.job_id, self.claim.scheduled_for, self.claim.attempt)
 
 
 @dataclass
@@ -74,12 +62,8 @@ class Worker:
         self.settings = settings
         self.clock = clock
         self.label_keys = claims.label_keys(settings.labels)
-        self._active: dict[tuple[Any, Any], _Active] = {}
         self._pending: list[_Pending] = []
         self._touched: set[str] = set()
-        self._user_noted: set[str] = set()
-        self._check: set[tuple[Any, Any]] = set()  # runs whose child may have exited since the last turn
-        self._next_sweep = 0.0
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -100,9 +84,8 @@ class Worker:
         self._draining = False
         self._drained_at: float | None = None
         self._killed = False
-        self._serial = 0
         self._rejected_writes = 0
-        self._hooks = Hooks(settings.run_as_job_user)
+        self._report = RunReporter(settings)
         self._registry = Registry(
             store,
             identity=settings.identity,
@@ -115,10 +98,10 @@ class Worker:
             poll_interval=settings.poll_interval,
         )
         self._stop_reason = "shutdown (SIGTERM or SIGINT)"
-        self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
         # 0700 (mkdtemp's mode): checkpoints are the jobs' business. A job running as another user gets a
         # folder of its own beside this one (executor), so this one never needs opening up.
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
+        self._runs = Supervisor(settings, clock.monotonic, self._root, self._register, self._forget_fd)
 
     # -- public --------------------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -156,6 +139,7 @@ class Worker:
                 extra={"event": "stale_window_short"},
             )
         self._guard = GroupGuard.start()
+        self._runs.guard = self._guard
         if self._guard is not None:
             self._guard.remove_on_exit(self._root)  # checkpoints of our jobs: not left behind by a SIGKILL
         self._listener = wake.listener_for(self.store, self._register, self._forget_fd, self.clock.monotonic)
@@ -185,20 +169,19 @@ class Worker:
             self._drain()
         if killing.is_set() and not self._killed:
             self._kill_all()
-        for active in self._active.values():
-            active.execution.enforce()
+        self._runs.enforce()
         self._collect()
-        self._hooks.reap()
+        self._report.reap()
         ready = self._batch_ready(now)
         write = ready and bool(self._pending) and now >= self._next_write
         claim = ready and not self._draining and self._should_claim(now)
         if write or claim:
             self._sync(write, claim)
-        if self._active and now >= self._next_beat:
+        if self._runs and now >= self._next_beat:
             self._beat()
         if self._touched and (now >= self._next_prune or self._draining):
             self._prune()
-        if self._draining and not self._active:
+        if self._draining and not self._runs:
             if not self._pending or killing.is_set():
                 return False
             self._drained_at = self._drained_at or now
@@ -220,9 +203,9 @@ class Worker:
 
         Short runs finish in a trickle; a transaction per finish costs more than the runs themselves.
         """
-        if not self._pending or self._draining or not self._active:
+        if not self._pending or self._draining or not self._runs:
             return True
-        if self.settings.slots - len(self._active) >= max(1, self.settings.slots // 2):
+        if self.settings.slots - len(self._runs) >= max(1, self.settings.slots // 2):
             return True
         return now - self._pending[0].since >= SYNC_LINGER
 
@@ -234,13 +217,12 @@ class Worker:
 
     def _timeout(self, now: float) -> float:
         times = [now + MAX_WAIT]
-        if self._active:
+        if self._runs:
             times.append(self._next_beat)
-            times.extend(t for a in self._active.values() if (t := a.execution.next_deadline()) is not None)
-            times.append(self._next_sweep)
+            times.extend(self._runs.deadlines())
         if self._pending:
             times.append(max(self._next_write, self._pending[0].since + SYNC_LINGER))
-        if not self._draining and len(self._active) < self.settings.slots:
+        if not self._draining and len(self._runs) < self.settings.slots:
             times.append(self._next_claim if not self._claim_now else now)
         return max(0.0, min(times) - now)
 
@@ -258,17 +240,7 @@ class Worker:
                 self._listener.drain()
                 self._claim_now = True
             else:
-                self._child_event(key.fd, key.data)
-
-    def _child_event(self, fd: int, run_key: Any) -> None:
-        active = self._active.get(run_key)
-        if active is None:
-            self._forget_fd(fd)
-        elif fd == active.execution.exit_fd:
-            active.execution.close_exit_fd()
-            self._check.add(run_key)
-        elif not active.execution.pump():
-            self._check.add(run_key)
+                self._runs.child_event(key.fd, key.data)
 
     def _register(self, fd: int, data: Any) -> None:
         """Watch ``fd``. Its number may still be mapped to a descriptor closed behind our back (libpq drops
@@ -291,7 +263,7 @@ class Worker:
 
     # -- claims --------------------------------------------------------------------------------------------
     def _should_claim(self, now: float) -> bool:
-        if len(self._active) >= self.settings.slots:
+        if len(self._runs) >= self.settings.slots:
             return False
         self._listener.refresh(now)
         if self._nudged.is_set():
@@ -302,7 +274,7 @@ class Worker:
     def _sync(self, write: bool, claim: bool) -> None:
         """Record outcomes and claim new runs in ONE transaction: a busy worker commits once per turn."""
         batch = list(self._pending) if write else []
-        free = self.settings.slots - len(self._active) if claim else 0
+        free = self.settings.slots - len(self._runs) if claim else 0
         # Stale runs are looked for once a poll interval, not on every NOTIFY-driven claim: a takeover is as
         # prompt as before, and the hot path saves a query.
         began = self.clock.monotonic()
@@ -340,7 +312,9 @@ class Worker:
             self._store_ok("write")
             del self._pending[: len(batch)]
             for pending, ok in zip(batch, written, strict=True):
-                self._recorded(pending, ok)
+                if ok:
+                    self._touched.add(pending.outcome.job_id)
+                self._report.recorded(pending.outcome, pending.duration, pending.snapshot, ok)
         if free > 0:
             self._store_ok("claim")
             self._more_waiting = len(claimed) == free
@@ -350,11 +324,11 @@ class Worker:
             self._next_claim = began + self.settings.poll_interval
             if take_stale:
                 self._next_stale_check = began + self.settings.poll_interval
-        if claimed and not self._active:
+        if claimed and not self._runs:
             self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
         for run in claimed:
             self._start(run)
-        metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
+        metrics.WORKER_ACTIVE_RUNS.set(len(self._runs))
 
     def _rejected(self, batch: list[_Pending], exc: StoreError) -> None:
         """The database is up but refuses what we write (bytes a column cannot hold, say). Retrying the same
@@ -374,74 +348,13 @@ class Worker:
         )
 
     def _start(self, run: claims.ClaimedRun) -> None:
-        ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
-        extra = ident.log_extra
-        if run.took_over_from is not None:
-            log.warning(
-                "took over a run whose worker %s stopped heartbeating",
-                run.took_over_from,
-                extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
-            )
-        if not run.snapshot:
-            outcome = claims.Outcome(
-                run.job_id,
-                run.scheduled_for,
-                run.attempt,
-                RunState.FAILED,
-                error="the run carries no job snapshot",
-            )
-            self._pending.append(_Pending(outcome, 0.0, self.clock.monotonic()))
-            return
-        self._note_user(run)
-        self._serial += 1
-        checkpoint_file = self._root / f"{self._serial}.json"
-        execution = Execution(
-            ident,
-            run.snapshot,
-            run.checkpoint,
-            checkpoint_file,
-            tail_bytes=self.settings.output_tail_bytes,
-            run_as_job_user=self.settings.run_as_job_user,
-            monotonic=self.clock.monotonic,
-            before_close=self._forget_fd,
-        )
-        self._active[run.key] = _Active(run, execution)
-        if self._guard is not None and execution.pid is not None:
-            self._guard.watch(execution.pid)  # its process group: the pid, as it leads the group
-        for fd in (execution.output_fd, execution.exit_fd):
-            if fd is not None:
-                self._register(fd, run.key)
-        if execution.exit_fd is None:
-            self._check.add(run.key)  # it could not start, or there is no pidfd: look at it next turn
-        log.info(
-            "run started (pid %s)",
-            execution.pid,
-            extra={"event": "run_started", "pid": execution.pid, **extra},
-        )
-
-    def _note_user(self, run: claims.ClaimedRun) -> None:
-        """Say once per job that its ``user`` is informational here (the scheduler says so at start too)."""
-        user = (run.snapshot or {}).get("user")
-        if not user or run.job_id in self._user_noted:
-            return
-        self._user_noted.add(run.job_id)
-        if self.settings.run_as_job_user and os.geteuid() == 0:
-            return
-        why = (
-            "--run-as-job-user is not given"
-            if not self.settings.run_as_job_user
-            else "the worker is not root"
-        )
-        log.info(
-            "job names user %s but %s: it runs as this worker's user",
-            user,
-            why,
-            extra={"event": "job_user_ignored", "job_id": run.job_id},
-        )
+        failed = self._runs.start(run)
+        if failed is not None:
+            self._pending.append(_Pending(failed, 0.0, self.clock.monotonic()))
 
     # -- heartbeats ----------------------------------------------------------------------------------------
     def _beat(self) -> None:
-        held = [a for a in self._active.values() if not a.lost]
+        held = self._runs.held()
         saves = []
         for active in held:
             value = active.execution.read_checkpoint()
@@ -465,144 +378,28 @@ class Worker:
         self._store_ok("beat")
         self._next_beat = self.clock.monotonic() + self.settings.heartbeat_interval
         for key in result.lost:
-            self._lose(self._active[key])
+            self._runs.lose(key)
         for key in result.cancel:
-            active = self._active[key]
-            if active.execution.stop_reason is None:
-                log.info(
-                    "cancel requested: stopping the run",
-                    extra={"event": "run_cancel", **active.execution.run.log_extra},
-                )
-            active.execution.stop(StopReason.CANCELLED)
-
-    def _lose(self, active: _Active) -> None:
-        if active.lost:
-            return
-        active.lost = True
-        log.warning(
-            "run was taken over by another worker: stopping this copy and recording nothing",
-            extra={"event": "run_lost", **active.execution.run.log_extra},
-        )
-        active.execution.stop(StopReason.LOST)
+            self._runs.cancel(key)
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _collect(self) -> None:
-        """Take in the runs whose child exited. Only those with an exit or EOF event are checked, plus a sweep
-        of all of them every SWEEP_INTERVAL (no pidfd, a child that closed its output and lingers)."""
         now = self.clock.monotonic()
-        if now >= self._next_sweep:
-            keys = list(self._active)
-            self._next_sweep = now + SWEEP_INTERVAL
-        else:
-            keys = [key for key in self._check if key in self._active]
-        self._check.clear()
-        for key in keys:
-            active = self._active[key]
-            if not active.execution.done():
-                continue
-            del self._active[key]
-            execution = active.execution
-            if self._guard is not None and execution.pid is not None:
-                self._guard.forget(execution.pid)
-            outcome = self._outcome(active)
-            if outcome is not None:
-                self._pending.append(
-                    _Pending(outcome, execution.duration(), self.clock.monotonic(), execution.snapshot)
-                )
-            execution.cleanup()
-        metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
-        if self._more_waiting and len(self._active) < self.settings.slots:
+        for done in self._runs.collect():
+            self._pending.append(_Pending(done.outcome, done.duration, now, done.snapshot))
+        metrics.WORKER_ACTIVE_RUNS.set(len(self._runs))
+        if self._more_waiting and len(self._runs) < self.settings.slots:
             self._claim_now = True
-
-    def _outcome(self, active: _Active) -> claims.Outcome | None:
-        if active.lost:
-            return None  # its new holder records the result; no need to read this copy's checkpoint or output
-        execution = active.execution
-        checkpoint = execution.final_checkpoint()
-        result = RunResult(
-            snapshot=execution.snapshot,
-            stop_reason=execution.stop_reason,
-            returncode=execution.returncode,
-            start_error=execution.start_error,
-            output_tail=execution.tail.text(),
-            checkpoint=None if checkpoint is NO_CHECKPOINT else checkpoint,
-            checkpoint_written=checkpoint is not NO_CHECKPOINT,
-            lost=active.lost,
-        )
-        return outcome_for(active.claim, result)
-
-    def _recorded(self, pending: _Pending, ok: bool) -> None:
-        o = pending.outcome
-        extra = {**RunIdentity(o.job_id, o.scheduled_for, o.attempt).log_extra, "exit_status": o.exit_status}
-        if not ok:
-            log.warning(
-                "run was taken over by another worker: its result here is discarded",
-                extra={"event": "run_lost", **extra},
-            )
-            return
-        self._touched.add(o.job_id)
-        if self.settings.log_output and not (o.state == RunState.QUEUED and o.retry_after is None):
-            _log_output(o, extra)
-        if o.state == RunState.QUEUED and o.retry_after is not None:
-            log.warning(
-                "run failed (%s); retry in %.3gs",
-                o.error,
-                o.retry_after,
-                extra={"event": "run_retry_scheduled", "state": RunState.QUEUED, **extra},
-            )
-            return
-        if o.state == RunState.QUEUED:
-            log.info(
-                "run handed back for another worker to resume", extra={"event": "run_handed_back", **extra}
-            )
-            return
-        level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
-        log.log(
-            level,
-            "run %s in %.3fs",
-            o.state,
-            pending.duration,
-            extra={"event": "run_finished", "state": o.state, "duration_seconds": pending.duration, **extra},
-        )
-        metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
-        metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
-        if o.state == RunState.SUCCEEDED:
-            metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
-        if pending.snapshot is not None:
-            # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
-            self._hooks.fire(
-                pending.snapshot,
-                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
-                o.state,
-                o.exit_status,
-                o.output_tail,
-            )
-            self._mail.after_run(
-                pending.snapshot,
-                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
-                o.state,
-                o.exit_status,
-                o.output_tail,
-            )
 
     # -- shutdown ------------------------------------------------------------------------------------------
     def _drain(self) -> None:
         """Claim nothing more; SIGTERM every child; each gets its own grace period before SIGKILL."""
         self._draining = True
-        if self._active:
-            log.info(
-                "stopping: forwarding SIGTERM to %d runs, then handing them back",
-                len(self._active),
-                extra={"event": "worker_draining"},
-            )
-        for active in self._active.values():
-            if not active.lost:
-                active.execution.stop(StopReason.SHUTDOWN)
+        self._runs.stop_all()
 
     def _kill_all(self) -> None:
         self._killed = True
-        for active in self._active.values():
-            active.execution.kill()
+        self._runs.kill_all()
 
     # -- history -------------------------------------------------------------------------------------------
     def _prune(self) -> None:
@@ -648,8 +445,7 @@ class Worker:
             log.info("database reachable again", extra={"event": "store_available"})
 
     def _close(self) -> None:
-        self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
-        self._mail.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
+        self._report.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
         self._listener.close()
         if self._guard is not None:
             self._guard.close()
@@ -662,14 +458,3 @@ class Worker:
         shutil.rmtree(self._root, ignore_errors=True)
         metrics.WORKER_ACTIVE_RUNS.set(0)
         health.unregister("worker")
-
-
-def _log_output(o: claims.Outcome, extra: dict[str, Any]) -> None:
-    """``serve --log-output``: the run's stored output tail in the log, where a one-machine user looks."""
-    tail = (o.output_tail or "").rstrip("\n")
-    log.info(
-        "run output (%s):%s",
-        f"the last {len(tail.encode())} bytes" if tail else "none",
-        ("\n" + tail) if tail else "",
-        extra={"event": "run_output", "output_tail": o.output_tail or "", **extra},
-    )
