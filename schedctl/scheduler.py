@@ -27,7 +27,7 @@ from typing import Any
 from schedctl import planner
 from schedctl.clock import Clock
 from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreError
-from schedctl.job import Job
+from schedctl.job import EventKind, Job, PauseSource
 from schedctl.leadership import Leadership
 from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
@@ -165,7 +165,7 @@ class Scheduler(Leadership):
                 plan.db_held.add(job.id)
             if job.paused or (state is not None and state.held):
                 plan.held.add(job.id)
-            elif state is not None and (change is None or change.kind != "schedule_changed"):
+            elif state is not None and (change is None or change.kind != EventKind.SCHEDULE_CHANGED):
                 rejoin.append((job, state))
         for group in plan.groups.values():
             plan.push(group)
@@ -360,13 +360,16 @@ class Scheduler(Leadership):
 def _change_for(job: Job, state: JobState | None) -> StateChange | None:
     if state is None:
         return StateChange(
-            job.id, "defined", job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key
+            job.id, EventKind.DEFINED, job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key
         )
     if state.schedule_key != job.schedule_key:
         return StateChange(
-            job.id, "schedule_changed", job.schedule_key, detail=f"{state.schedule_key} -> {job.schedule_key}"
+            job.id,
+            EventKind.SCHEDULE_CHANGED,
+            job.schedule_key,
+            detail=f"{state.schedule_key} -> {job.schedule_key}",
         )
     if job.paused != state.paused_by_file:
-        kind = "paused" if job.paused else "resumed"
-        return StateChange(job.id, kind, paused_by_file=job.paused, detail="job file")
+        kind = EventKind.PAUSED if job.paused else EventKind.RESUMED
+        return StateChange(job.id, kind, paused_by_file=job.paused, detail=PauseSource.JOB_FILE)
     return None

@@ -30,6 +30,7 @@ from schedctl.clock import Clock
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.executor import NO_CHECKPOINT
 from schedctl.groupguard import GroupGuard
+from schedctl.job import ServeStopReason
 from schedctl.observability import health, metrics
 from schedctl.registry import Registry
 from schedctl.runreport import RunReporter
@@ -97,7 +98,7 @@ class Worker:
             slots=settings.slots,
             poll_interval=settings.poll_interval,
         )
-        self._stop_reason = "shutdown (SIGTERM or SIGINT)"
+        self._stop_reason: str = ServeStopReason.SHUTDOWN
         # 0700 (mkdtemp's mode): checkpoints are the jobs' business. A job running as another user gets a
         # folder of its own beside this one (executor), so this one never needs opening up.
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
@@ -150,12 +151,12 @@ class Worker:
             while self._turn(stopping, killing):
                 pass
         except BaseException as exc:
-            self._stop_reason = f"crashed: {type(exc).__name__}: {exc}"
+            self._stop_reason = ServeStopReason.CRASHED.text(error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self._close()
             if killing.is_set():
-                self._stop_reason = "stopped at once (a second SIGTERM or SIGINT)"
+                self._stop_reason = ServeStopReason.STOPPED_AT_ONCE
             self._registry.stop(self._stop_reason)
         log.info("worker %s stopped", self.settings.identity, extra={"event": "worker_stopped"})
 
@@ -191,9 +192,7 @@ class Worker:
                     len(self._pending),
                     extra={"event": "outcomes_abandoned"},
                 )
-                self._stop_reason = (
-                    f"shutdown; {len(self._pending)} outcomes not recorded (database unreachable)"
-                )
+                self._stop_reason = ServeStopReason.OUTCOMES_ABANDONED.text(count=len(self._pending))
                 return False
         self._wait(self._timeout(now))
         return True

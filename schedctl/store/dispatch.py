@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Concurrency, Job, RunState, SkipReason
+from schedctl.job import Concurrency, EventKind, Job, RunState, SkipReason
 from schedctl.planner import Tick
 from schedctl.store import Store, wake
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_columns, insert_ignore_many
@@ -57,7 +57,7 @@ class StateChange:
     """A job_state write plus its job_events line, for jobs the leader sees for the first time or anew."""
 
     job_id: str
-    kind: str  # defined | schedule_changed | paused | resumed
+    kind: EventKind  # DEFINED, SCHEDULE_CHANGED, PAUSED or RESUMED
     schedule_key: str | None = None
     paused_by_file: bool | None = None
     detail: str | None = None
@@ -119,7 +119,7 @@ def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], n
 
 
 def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: datetime) -> None:
-    defined = [c for c in changes if c.kind == "defined"]
+    defined = [c for c in changes if c.kind == EventKind.DEFINED]
     if defined:
         rows = [
             {
@@ -134,13 +134,13 @@ def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: dateti
         ]
         insert_ignore_many(conn, job_state, rows)
     for change in changes:
-        if change.kind == "schedule_changed":
+        if change.kind == EventKind.SCHEDULE_CHANGED:
             conn.execute(
                 update(job_state)
                 .where(job_state.c.job_id == change.job_id)
                 .values(schedule_key=change.schedule_key, defined_at=now, last_dispatched=now, updated_at=now)
             )
-        elif change.kind in ("paused", "resumed") and change.paused_by_file is not None:
+        elif change.kind in (EventKind.PAUSED, EventKind.RESUMED) and change.paused_by_file is not None:
             conn.execute(
                 update(job_state)
                 .where(job_state.c.job_id == change.job_id)
@@ -396,7 +396,7 @@ def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> Non
         )
     conn.execute(
         insert(job_events),
-        [{"job_id": j, "at": now, "kind": "refused", "detail": d} for j, d in refusals.items()],
+        [{"job_id": j, "at": now, "kind": EventKind.REFUSED, "detail": d} for j, d in refusals.items()],
     )
 
 
