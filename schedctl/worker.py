@@ -383,8 +383,9 @@ class Worker:
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _collect(self) -> None:
-        now = self.clock.monotonic()
-        for done in self._runs.collect():
+        finished = self._runs.collect()
+        now = self.clock.monotonic()  # collected at: the start of its linger (SYNC_LINGER)
+        for done in finished:
             self._pending.append(_Pending(done.outcome, done.duration, now, done.snapshot))
         metrics.WORKER_ACTIVE_RUNS.set(len(self._runs))
         if self._more_waiting and len(self._runs) < self.settings.slots:
