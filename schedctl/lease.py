@@ -26,6 +26,7 @@ from schedctl.errors import StoreConflict, UsageError
 from schedctl.settings import DEFAULT_LEASE_NAME
 from schedctl.store import Store, leases
 from schedctl.store.dialect import select_db_now
+from schedctl.store.rows import LeaseRecord, TermRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -49,59 +50,6 @@ class LeaseResult:
     db_now: datetime
     holder: str | None = None
     previous_tzdata: str | None = None
-
-
-@dataclass(frozen=True)
-class LeaseState:
-    """The lease row as ``schedctl leases`` shows it; every instant is the database's."""
-
-    name: str
-    holder: str
-    term: int
-    acquired_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
-    db_now: datetime
-
-    @property
-    def expires_in(self) -> float:
-        """Seconds until it lapses; negative once it has."""
-        return (self.expires_at - self.db_now).total_seconds()
-
-    @property
-    def renewed_ago(self) -> float:
-        return (self.db_now - self.renewed_at).total_seconds()
-
-    @property
-    def duration(self) -> float:
-        """The lease duration its holder asked for at its last renewal."""
-        return (self.expires_at - self.renewed_at).total_seconds()
-
-    @property
-    def transitions(self) -> int:
-        """Kubernetes' leaseTransitions: terms start at 1, so every later term is one change of hands."""
-        return self.term - 1
-
-    @property
-    def live(self) -> bool:
-        return self.expires_in > 0
-
-
-@dataclass(frozen=True)
-class Term:
-    """One row of the lease history."""
-
-    name: str
-    term: int
-    holder: str
-    acquired_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
-    ended_at: datetime | None
-    end_reason: str | None  # a LeaseEndReason, None while it lasts
-    schedctl_version: str
-    tzdata_version: str
-    catch_up_grace: float | None = None  # seconds; None for terms recorded before schema 0003
 
 
 def acquire_or_renew(
@@ -169,29 +117,17 @@ def release(store: Store, name: str, identity: str, term: int) -> bool:
     return released
 
 
-def current(store: Store, name: str = DEFAULT_LEASE_NAME) -> LeaseState | None:
+def current(store: Store, name: str = DEFAULT_LEASE_NAME) -> LeaseRecord | None:
+    """The lease row, lapsed or not; ``report`` has the database's now to judge it by."""
     with store.read() as conn:
-        return _state(name, leases.lease_row(conn, name))
+        row = leases.lease_row(conn, name)
+    return leases.lease_record(name, row) if row is not None else None
 
 
-def history(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> list[Term]:
+def history(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> list[TermRecord]:
     """The last ``limit`` terms, newest first."""
     with store.read() as conn:
-        return [Term(**t) for t in leases.terms(conn, name, limit)]
-
-
-def _state(name: str, row: Any) -> LeaseState | None:
-    if row is None:
-        return None
-    return LeaseState(
-        name=name,
-        holder=row.holder,
-        term=row.term,
-        acquired_at=row.acquired_at,
-        renewed_at=row.renewed_at,
-        expires_at=row.expires_at,
-        db_now=row.now,
-    )
+        return leases.terms(conn, name, limit)
 
 
 @dataclass(frozen=True)
@@ -199,17 +135,18 @@ class LeaseReport:
     """What ``schedctl leases`` shows: the lease row (None if never held) and the last terms, newest first."""
 
     name: str
-    state: LeaseState | None
-    terms: list[Term]
-    db_now: datetime
+    state: LeaseRecord | None
+    terms: list[TermRecord]
+    db_now: datetime  # to judge ``state`` by (``held_at``, ``expires_in``)
 
 
 def report(store: Store, name: str = DEFAULT_LEASE_NAME, limit: int = 10) -> LeaseReport:
     with store.read() as conn:
         row = leases.lease_row(conn, name)
         now = row.now if row is not None else select_db_now(conn)
-        terms = [Term(**t) for t in leases.terms(conn, name, limit)]
-    return LeaseReport(name=name, state=_state(name, row), terms=terms, db_now=now)
+        terms = leases.terms(conn, name, limit)
+    state = leases.lease_record(name, row) if row is not None else None
+    return LeaseReport(name=name, state=state, terms=terms, db_now=now)
 
 
 def db_time(store: Store) -> datetime:

@@ -33,7 +33,8 @@ from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
 from schedctl.settings import SchedulerSettings
 from schedctl.store import Store, dispatch
-from schedctl.store.dispatch import JobState, StateChange
+from schedctl.store.dispatch import StateChange
+from schedctl.store.rows import StateRecord
 
 log = logging.getLogger("schedctl.scheduler")
 
@@ -153,7 +154,7 @@ class Scheduler(Leadership):
         states = dispatch.load_states(self.store)
         plan = Plan()
         changes: list[StateChange] = []
-        rejoin: list[tuple[Job, JobState]] = []
+        rejoin: list[tuple[Job, StateRecord]] = []
         for job in jobs.values():
             group = group_for(plan, job, now)
             group.job_ids.append(job.id)
@@ -184,7 +185,7 @@ class Scheduler(Leadership):
         self._catch_up(rejoin, now)
         self._flush()
 
-    def _catch_up(self, jobs: Iterable[tuple[Job, JobState]], now: datetime) -> None:
+    def _catch_up(self, jobs: Iterable[tuple[Job, StateRecord]], now: datetime) -> None:
         """Decide each job's ticks from its last dispatched tick up to its group's next fire."""
         assert self._plan is not None
         windows: dict[tuple[str, datetime], planner.Window] = {}
@@ -357,7 +358,7 @@ class Scheduler(Leadership):
             metrics.TICKS_REFUSED.labels(job_id).inc()
 
 
-def _change_for(job: Job, state: JobState | None) -> StateChange | None:
+def _change_for(job: Job, state: StateRecord | None) -> StateChange | None:
     if state is None:
         return StateChange(
             job.id, EventKind.DEFINED, job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key

@@ -81,22 +81,12 @@ class TimelineEntry:
 
 
 @dataclass(frozen=True)
-class LeaseView:
-    holder: str
-    term: int
-    acquired_at: datetime
-    renewed_at: datetime
-    expires_at: datetime
-    held: bool  # unexpired at `now`
-
-
-@dataclass(frozen=True)
 class JobStatus:
     job: Job
     description: str | None
     next_fire: datetime | None
     timeline: list[TimelineEntry]
-    lease: LeaseView | None
+    lease: LeaseRecord | None
     last_leader: TermRecord | None
     verdict_code: Verdict
     verdict: str
@@ -106,6 +96,7 @@ class JobStatus:
     paused_at: datetime | None = None
     refused_at: datetime | None = None
     paused_by: str | None = None  # user@host of `schedctl pause`, or "job file" for `paused = true`
+    lease_held: bool = False  # ``lease`` unexpired at the database's now the status was read at
 
     @property
     def paused(self) -> bool:
@@ -184,7 +175,7 @@ def needs_attention(
 class _Facts:
     job: Job
     state: StateRecord | None
-    lease: LeaseView | None
+    lease: LeaseRecord | None
     last_term: TermRecord | None
     missed: list[MissedTick]
     attention: list[MissedTick]
@@ -221,7 +212,7 @@ def _stopped(f: _Facts, now: datetime) -> tuple[Verdict, str] | None:
             Verdict.REFUSED,
             f"refused: {detail}; run `schedctl replay {job.id} --max {max(1, len(f.missed))}`",
         )
-    if f.lease is None or not f.lease.held:
+    if f.lease is None or not f.lease.held_at(now):
         if f.last_term is None:
             return (
                 Verdict.NOT_RUNNING,
@@ -276,14 +267,6 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
     return Verdict.HEALTHY, f"healthy: last run {what} at {when}, {nxt}{note}"
 
 
-def _lease_view(rec: LeaseRecord | None, now: datetime) -> LeaseView | None:
-    if rec is None:
-        return None
-    return LeaseView(
-        rec.holder, rec.term, rec.acquired_at, rec.renewed_at, rec.expires_at, rec.expires_at > now
-    )
-
-
 def _timeline(rows: list[RunRecord], missed: list[MissedTick], last_n: int) -> list[TimelineEntry]:
     entries = [
         TimelineEntry(
@@ -332,7 +315,7 @@ def _assemble(
     finished: list[RunRecord],
     dispatched: list[RunRecord],
     active: tuple[int, datetime | None],
-    lease: LeaseView | None,
+    lease: LeaseRecord | None,
     last_term: TermRecord | None,
     schedules: dict[str, tuple[datetime | None, str | None]] | None = None,
     stranded: Stranded | None = None,
@@ -380,6 +363,7 @@ def _assemble(
         paused_at=db_pause.paused_at if db_pause else (file_paused_since if job.paused else None),
         refused_at=state.refused_at if state else None,
         paused_by=db_pause.paused_by if db_pause else (PauseSource.JOB_FILE if job.paused else None),
+        lease_held=lease is not None and lease.held_at(now),
     )
 
 
@@ -390,7 +374,6 @@ def assemble(
     items = list(jobs)
     missed = Gathered(items, reads.missed).explain(fires_cache)
     schedules: dict[str, tuple[datetime | None, str | None]] = {}
-    lease = _lease_view(reads.lease, reads.now)
     out: list[JobStatus] = []
     for job in items:
         state = reads.states.get(job.id)
@@ -406,7 +389,7 @@ def assemble(
                 finished=reads.finished[job.id],
                 dispatched=reads.dispatched[job.id],
                 active=reads.active.get(job.id, (0, None)),
-                lease=lease,
+                lease=reads.lease,
                 last_term=reads.last_term,
                 schedules=schedules,
                 stranded=reads.stranded.get(job.id),

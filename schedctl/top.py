@@ -65,7 +65,7 @@ class Frame:
 
     @property
     def leader_held(self) -> bool:
-        return self.lease is not None and self.lease.expires_at > self.now
+        return self.lease is not None and self.lease.held_at(self.now)
 
     def standbys(self) -> list[registry.WorkerRecord]:
         holder = self.lease.holder if self.leader_held and self.lease else None

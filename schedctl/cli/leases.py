@@ -56,19 +56,19 @@ def leases(name: str, limit: int, db_url: str, output: str, as_json: bool) -> No
 
 
 def as_document(report: Any) -> dict[str, Any]:
-    state = report.state
+    state, now = report.state, report.db_now
     doc: dict[str, Any] = {"name": report.name, "db_time": _iso(report.db_now)}
     doc.update(
         holder_identity=state.holder if state else None,
-        held=state.live if state else False,
+        held=state.held_at(now) if state else False,
         term=state.term if state else None,
         lease_transitions=state.transitions if state else None,
         lease_duration_seconds=_secs(state.duration) if state else None,
         acquire_time=_iso(state.acquired_at) if state else None,
         renew_time=_iso(state.renewed_at) if state else None,
         expire_time=_iso(state.expires_at) if state else None,
-        expires_in_seconds=_secs(state.expires_in) if state else None,
-        renewed_ago_seconds=_secs(state.renewed_ago) if state else None,
+        expires_in_seconds=_secs(state.expires_in(now)) if state else None,
+        renewed_ago_seconds=_secs(state.renewed_ago(now)) if state else None,
     )
     doc["terms"] = [
         {
@@ -137,17 +137,17 @@ def _compact(cell: str) -> str:
 
 
 def _summary(report: Any) -> str:
-    s = report.state
+    s, now = report.state, report.db_now
     if s is None:
         return f"lease {report.name}: never held (no scheduler has run against this database)"
-    if not s.live:
+    if not s.held_at(now):
         return (
-            f"lease {report.name}: no leader; term {s.term} of {s.holder} lapsed {_ago(-s.expires_in)} "
-            f"(renewed {_ago(s.renewed_ago)}, {s.transitions} transitions)"
+            f"lease {report.name}: no leader; term {s.term} of {s.holder} lapsed {_ago(-s.expires_in(now))} "
+            f"(renewed {_ago(s.renewed_ago(now))}, {s.transitions} transitions)"
         )
     return (
-        f"lease {report.name}: held by {s.holder}, term {s.term}, expires in {s.expires_in:.1f}s, "
-        f"renewed {_ago(s.renewed_ago)}, duration {s.duration:.0f}s, {s.transitions} transitions"
+        f"lease {report.name}: held by {s.holder}, term {s.term}, expires in {s.expires_in(now):.1f}s, "
+        f"renewed {_ago(s.renewed_ago(now))}, duration {s.duration:.0f}s, {s.transitions} transitions"
     )
 
 

@@ -131,7 +131,7 @@ def status_json(s: JobStatus, timeline: bool = True) -> dict[str, Any]:
             "acquired_at": iso(s.lease.acquired_at),
             "renewed_at": iso(s.lease.renewed_at),
             "expires_at": iso(s.lease.expires_at),
-            "held": s.lease.held,
+            "held": s.lease_held,
         }
     if timeline:
         out["timeline"] = [entry_json(e) for e in s.timeline]
@@ -139,7 +139,7 @@ def status_json(s: JobStatus, timeline: bool = True) -> dict[str, Any]:
 
 
 def _lease_text(s: JobStatus, now: datetime) -> str:
-    if s.lease is not None and s.lease.held:
+    if s.lease is not None and s.lease_held:
         left = max(0.0, (s.lease.expires_at - now).total_seconds())
         return f"{s.lease.holder} (term {s.lease.term}, since {utc_text(s.lease.acquired_at)}, expires in {left:.0f}s)"
     if s.last_leader is not None:

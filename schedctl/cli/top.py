@@ -136,7 +136,7 @@ def render(f: Frame, target: str) -> Any:
         )
     ]
     if f.leader_held and f.lease is not None:
-        left = (f.lease.expires_at - now).total_seconds()
+        left = f.lease.expires_in(now)
         lead = (
             f"leader: {f.lease.holder}, term {f.lease.term} for {_span(age(f.lease.acquired_at, now))} "
             f"(expires in {left:.0f}s)"

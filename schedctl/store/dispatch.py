@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
@@ -20,6 +19,7 @@ from sqlalchemy.engine import Connection
 from schedctl.job import Concurrency, EventKind, Job, RunState, SkipReason, Tick
 from schedctl.store import Store, jobstate, leases, runrows, wake
 from schedctl.store.dialect import id_chunks, in_list
+from schedctl.store.rows import StateRecord
 from schedctl.store.schema import job_events, job_runs, job_state
 
 _ACTIVE = (RunState.QUEUED.value, RunState.RUNNING.value)
@@ -32,22 +32,6 @@ class Fence:
     name: str
     identity: str
     term: int
-
-
-@dataclass(frozen=True)
-class JobState:
-    job_id: str
-    schedule_key: str
-    defined_at: datetime
-    last_dispatched: datetime | None
-    paused_at: datetime | None
-    paused_by_file: bool
-    refused_at: datetime | None
-
-    @property
-    def held(self) -> bool:
-        """Paused by `schedctl pause` or refused by the catch-up bound: dispatch nothing, do not advance."""
-        return self.paused_at is not None or self.refused_at is not None
 
 
 @dataclass(frozen=True)
@@ -69,44 +53,29 @@ class DispatchResult:
     newest: dict[str, datetime] = field(default_factory=dict)  # job id -> newest tick decided in the batch
 
 
-_STATE_COLUMNS = (
-    job_state.c.job_id,
-    job_state.c.schedule_key,
-    job_state.c.defined_at,
-    job_state.c.last_dispatched,
-    job_state.c.paused_at,
-    job_state.c.paused_by_file,
-    job_state.c.refused_at,
-)
-
-
-def _state(row: Any) -> JobState:
-    return JobState(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
-
-
-def load_states(store: Store) -> dict[str, JobState]:
+def load_states(store: Store) -> dict[str, StateRecord]:
     """Every job_state row, in one scan: what a new leader resumes from."""
     with store.read() as conn:
-        return {row[0]: _state(row) for row in conn.execute(select(*_STATE_COLUMNS))}
+        return {row[0]: jobstate.state_record(row) for row in conn.execute(select(*jobstate.STATE_COLUMNS))}
 
 
-def load_states_for(store: Store, job_ids: Iterable[str]) -> dict[str, JobState]:
+def load_states_for(store: Store, job_ids: Iterable[str]) -> dict[str, StateRecord]:
     ids = list(job_ids)
-    out: dict[str, JobState] = {}
+    out: dict[str, StateRecord] = {}
     with store.read() as conn:
         for chunk in id_chunks(conn, ids):
-            query = select(*_STATE_COLUMNS).where(in_list(conn, job_state.c.job_id, chunk))
-            out.update((row[0], _state(row)) for row in conn.execute(query))
+            query = select(*jobstate.STATE_COLUMNS).where(in_list(conn, job_state.c.job_id, chunk))
+            out.update((row[0], jobstate.state_record(row)) for row in conn.execute(query))
     return out
 
 
-def load_held(store: Store) -> dict[str, JobState]:
+def load_held(store: Store) -> dict[str, StateRecord]:
     """Jobs paused by `schedctl pause` or refused: cheap (few rows), so the leader polls it every renewal."""
-    query = select(*_STATE_COLUMNS).where(
+    query = select(*jobstate.STATE_COLUMNS).where(
         or_(job_state.c.paused_at.is_not(None), job_state.c.refused_at.is_not(None))
     )
     with store.read() as conn:
-        return {row[0]: _state(row) for row in conn.execute(query)}
+        return {row[0]: jobstate.state_record(row) for row in conn.execute(query)}
 
 
 def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], now: datetime) -> None:

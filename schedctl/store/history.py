@@ -17,6 +17,8 @@ from sqlalchemy.engine import Connection
 
 from schedctl.job import EventKind, RunState
 from schedctl.store.dialect import id_chunks, in_list
+from schedctl.store.jobstate import STATE_COLUMNS, state_record
+from schedctl.store.leases import lease_record, term_record
 from schedctl.store.rows import EventRecord, LeaseRecord, RunRecord, StateRecord, TermRecord
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms, scheduler_lease
 
@@ -53,37 +55,11 @@ def run_record(row: Any) -> RunRecord:
     return RunRecord(*values)
 
 
-def _term(row: object) -> TermRecord:
-    m = row._mapping  # type: ignore[attr-defined]
-    return TermRecord(
-        term=int(m["term"]),
-        holder=m["holder"],
-        acquired_at=m["acquired_at"],
-        renewed_at=m["renewed_at"],
-        expires_at=m["expires_at"],
-        ended_at=m["ended_at"],
-        end_reason=m["end_reason"],
-        catch_up_grace=m["catch_up_grace"],
-    )
-
-
-_TERM_COLUMNS = (
-    lease_terms.c.term,
-    lease_terms.c.holder,
-    lease_terms.c.acquired_at,
-    lease_terms.c.renewed_at,
-    lease_terms.c.expires_at,
-    lease_terms.c.ended_at,
-    lease_terms.c.end_reason,
-    lease_terms.c.catch_up_grace,
-)
-
-
 def latest_term(conn: Connection, name: str) -> TermRecord | None:
     row = conn.execute(
-        select(*_TERM_COLUMNS).where(lease_terms.c.name == name).order_by(lease_terms.c.term.desc()).limit(1)
+        select(lease_terms).where(lease_terms.c.name == name).order_by(lease_terms.c.term.desc()).limit(1)
     ).first()
-    return _term(row) if row is not None else None
+    return term_record(row) if row is not None else None
 
 
 def current_lease(conn: Connection, name: str) -> LeaseRecord | None:
@@ -91,31 +67,7 @@ def current_lease(conn: Connection, name: str) -> LeaseRecord | None:
     row = conn.execute(select(scheduler_lease).where(scheduler_lease.c.name == name)).first()
     if row is None:
         return None
-    m = row._mapping
-    return LeaseRecord(
-        name=m["name"],
-        holder=m["holder"],
-        term=int(m["term"]),
-        acquired_at=m["acquired_at"],
-        renewed_at=m["renewed_at"],
-        expires_at=m["expires_at"],
-    )
-
-
-def _state(row: object) -> StateRecord:
-    m = row._mapping  # type: ignore[attr-defined]
-    return StateRecord(
-        job_id=m["job_id"],
-        schedule_key=m["schedule_key"],
-        defined_at=m["defined_at"],
-        last_dispatched=m["last_dispatched"],
-        paused_at=m["paused_at"],
-        paused_by_file=bool(m["paused_by_file"]),
-        refused_at=m["refused_at"],
-        refused_detail=m["refused_detail"],
-        history_start=m["history_start"],
-        paused_by=m["paused_by"],
-    )
+    return lease_record(name, row)
 
 
 def job_state_of(conn: Connection, job_id: str) -> StateRecord | None:
@@ -138,8 +90,8 @@ def job_states_of(conn: Connection, job_ids: Sequence[str]) -> dict[str, StateRe
     """Each job's ``job_state`` row; a job without one is absent."""
     out: dict[str, StateRecord] = {}
     for chunk in id_chunks(conn, job_ids):
-        rows = conn.execute(select(job_state).where(in_list(conn, job_state.c.job_id, chunk)))
-        out.update((s.job_id, s) for s in map(_state, rows))
+        rows = conn.execute(select(*STATE_COLUMNS).where(in_list(conn, job_state.c.job_id, chunk)))
+        out.update((s.job_id, s) for s in map(state_record, rows))
     return out
 
 
@@ -268,7 +220,7 @@ class TermsCover:
     def __init__(self, conn: Connection, name: str, since: datetime, until: datetime) -> None:
         self.since, self.until = since, until
         t = lease_terms.c
-        inside = select(*_TERM_COLUMNS).where(
+        inside = select(lease_terms).where(
             t.name == name,
             or_(
                 and_(
@@ -280,20 +232,14 @@ class TermsCover:
             ),
         )
         before = (
-            select(*_TERM_COLUMNS)
-            .where(t.name == name, t.acquired_at < since)
-            .order_by(t.term.desc())
-            .limit(1)
+            select(lease_terms).where(t.name == name, t.acquired_at < since).order_by(t.term.desc()).limit(1)
         )
         after = (
-            select(*_TERM_COLUMNS)
-            .where(t.name == name, t.acquired_at > until)
-            .order_by(t.acquired_at)
-            .limit(1)
+            select(lease_terms).where(t.name == name, t.acquired_at > until).order_by(t.acquired_at).limit(1)
         )
-        found = {r.term: r for r in map(_term, conn.execute(inside))}
+        found = {r.term: r for r in map(term_record, conn.execute(inside))}
         for query in (before, after):
-            for r in map(_term, conn.execute(query)):
+            for r in map(term_record, conn.execute(query)):
                 found.setdefault(r.term, r)
         self.terms = [found[k] for k in sorted(found)]
         self._memo: dict[tuple[datetime, datetime], list[TermRecord]] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,30 @@ from sqlalchemy import insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_many
+from schedctl.store.rows import StateRecord
 from schedctl.store.schema import job_events, job_state
+
+STATE_COLUMNS = (
+    job_state.c.job_id,
+    job_state.c.schedule_key,
+    job_state.c.defined_at,
+    job_state.c.last_dispatched,
+    job_state.c.paused_at,
+    job_state.c.paused_by_file,
+    job_state.c.refused_at,
+    job_state.c.refused_detail,
+    job_state.c.history_start,
+    job_state.c.paused_by,
+)
+# Rows become records by position (a new leader loads every job's row): the orders must agree.
+assert [f.name for f in fields(StateRecord)] == [c.name for c in STATE_COLUMNS]
+
+
+def state_record(row: Any) -> StateRecord:
+    """A row of ``STATE_COLUMNS`` as a record (the one mapper of ``job_state``)."""
+    values = list(row)
+    values[5] = bool(values[5])  # paused_by_file
+    return StateRecord(*values)
 
 
 def record_first_sight(conn: Connection, jobs: Sequence[tuple[str, str | None, bool]], now: datetime) -> int:

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from schedctl.errors import LeaseTooShort, NotLeader
 from schedctl.job import LeaseEndReason
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, now_plus
+from schedctl.store.rows import LeaseRecord, TermRecord
 from schedctl.store.schema import lease_terms, scheduler_lease
 
 # The column widths of schema.py: a longer name or holder would be truncated by MySQL's INSERT IGNORE.
@@ -200,9 +201,38 @@ def fence_commit(conn: Connection, name: str, identity: str, term: int, margin: 
         raise LeaseTooShort(f"lease {name!r} term {term} expires within the commit bound of {margin:g} s")
 
 
-def terms(conn: Connection, name: str, limit: int) -> list[dict[str, Any]]:
-    """The last ``limit`` rows of the lease's history, newest first, as column -> value."""
+def terms(conn: Connection, name: str, limit: int) -> list[TermRecord]:
+    """The last ``limit`` rows of the lease's history, newest first."""
     query = (
         select(lease_terms).where(lease_terms.c.name == name).order_by(lease_terms.c.term.desc()).limit(limit)
     )
-    return [dict(row._mapping) for row in conn.execute(query)]
+    return [term_record(row) for row in conn.execute(query)]
+
+
+def term_record(row: Any) -> TermRecord:
+    """A ``lease_terms`` row as a record (the one mapper of that table)."""
+    return TermRecord(
+        term=int(row.term),
+        holder=row.holder,
+        acquired_at=row.acquired_at,
+        renewed_at=row.renewed_at,
+        expires_at=row.expires_at,
+        ended_at=row.ended_at,
+        end_reason=row.end_reason,
+        catch_up_grace=row.catch_up_grace,
+        schedctl_version=row.schedctl_version,
+        tzdata_version=row.tzdata_version,
+    )
+
+
+def lease_record(name: str, row: Any) -> LeaseRecord:
+    """A ``scheduler_lease`` row (``lease_row``'s, or the whole row) as a record (the one mapper of that
+    table)."""
+    return LeaseRecord(
+        name=name,
+        holder=row.holder,
+        term=int(row.term),
+        acquired_at=row.acquired_at,
+        renewed_at=row.renewed_at,
+        expires_at=row.expires_at,
+    )

@@ -49,8 +49,10 @@ class TermRecord:
     renewed_at: datetime
     expires_at: datetime
     ended_at: datetime | None
-    end_reason: str | None
+    end_reason: str | None  # a LeaseEndReason, None while it lasts
     catch_up_grace: float | None = None  # the grace its leader used; None: recorded before schema 0003
+    schedctl_version: str | None = None  # its leader's, as `schedctl leases` shows them
+    tzdata_version: str | None = None
 
     @property
     def held_until(self) -> datetime:
@@ -74,6 +76,11 @@ class StateRecord:
     history_start: datetime | None
     paused_by: str | None = None  # user@host that ran `schedctl pause`
 
+    @property
+    def held(self) -> bool:
+        """Paused by `schedctl pause` or refused by the catch-up bound: dispatch nothing, do not advance."""
+        return self.paused_at is not None or self.refused_at is not None
+
 
 @dataclass(frozen=True)
 class EventRecord:
@@ -87,7 +94,8 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class LeaseRecord:
-    """The ``scheduler_lease`` row, expired or not: the reader judges expiry against its ``now``."""
+    """The ``scheduler_lease`` row, expired or not: the reader judges expiry against its ``now`` (the
+    database's clock, read with the row)."""
 
     name: str
     holder: str
@@ -95,6 +103,27 @@ class LeaseRecord:
     acquired_at: datetime
     renewed_at: datetime
     expires_at: datetime
+
+    def held_at(self, now: datetime) -> bool:
+        """Unexpired at ``now``: live means strictly before its expiry, as the election judges it."""
+        return self.expires_at > now
+
+    def expires_in(self, now: datetime) -> float:
+        """Seconds from ``now`` until it lapses; negative once it has."""
+        return (self.expires_at - now).total_seconds()
+
+    def renewed_ago(self, now: datetime) -> float:
+        return (now - self.renewed_at).total_seconds()
+
+    @property
+    def duration(self) -> float:
+        """The lease duration its holder asked for at its last renewal."""
+        return (self.expires_at - self.renewed_at).total_seconds()
+
+    @property
+    def transitions(self) -> int:
+        """Kubernetes' leaseTransitions: terms start at 1, so every later term is one change of hands."""
+        return self.term - 1
 
 
 @dataclass(frozen=True)

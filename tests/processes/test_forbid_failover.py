@@ -103,7 +103,12 @@ def test_a_sigkill_failover_runs_every_tick_of_the_gap_once_in_order(db_url: str
     store = open_store(db_url)
     replicas = {name: launch(name, "scheduler") for name in ("r1", "r2")}
     worker = launch("w", "worker")
-    leader = _until(lambda: (s := lease.current(store)) is not None and s.expires_at > s.db_now and s, 20)
+    leader = _until(
+        lambda: (
+            (r := lease.report(store, limit=0)).state is not None and r.state.held_at(r.db_now) and r.state
+        ),
+        20,
+    )
     _until(lambda: any(row[1] == "succeeded" for row in _rows(store)), 15)
 
     # Kill right after a renewal whose lease ends 0.1..0.6 s after a tick (one renewal in four does), and
@@ -113,11 +118,12 @@ def test_a_sigkill_failover_runs_every_tick_of_the_gap_once_in_order(db_url: str
     deadline = time.monotonic() + 60
     while True:
         assert time.monotonic() < deadline, "no renewal suitable for the kill within 60 s"
-        state = lease.current(store)
+        seen_at = lease.report(store, limit=0)
+        state = seen_at.state
         assert state is not None and state.holder == leader.holder
         if state.expires_at != seen:
             seen = state.expires_at
-            if 0.1 <= _phase(seen) < 0.6 and state.renewed_ago < 0.15:
+            if 0.1 <= _phase(seen) < 0.6 and state.renewed_ago(seen_at.db_now) < 0.15:
                 replicas[leader.holder].send_signal(signal.SIGKILL)
                 break
         time.sleep(0.01)

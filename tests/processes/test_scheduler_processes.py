@@ -96,8 +96,9 @@ def _until(predicate: Callable[[], Any], timeout: float, step: float = 0.05) -> 
 
 
 def _holder(store: Any) -> str | None:
-    state = lease.current(store)
-    if state is None or state.expires_at <= state.db_now:
+    seen = lease.report(store, limit=0)
+    state = seen.state
+    if state is None or not state.held_at(seen.db_now):
         return None
     return state.holder
 

@@ -206,7 +206,7 @@ def test_status_says_not_running_while_no_leader(store):
     assert st.verdict == (
         "not running since 13:02 because no scheduler has held the lease since then; last leader was host-b:4711"
     )
-    assert st.lease is not None and not st.lease.held
+    assert st.lease is not None and not st.lease_held
     assert st.next_fire == T(16, 40)
     assert [e.state for e in st.timeline][-3:] == ["missed", "missed", "missed"]
 
@@ -225,7 +225,7 @@ def test_status_after_recovery_points_at_replay_then_is_healthy(store):
         (T(16, 40), "succeeded"),
     ]
     assert st.timeline[-1].duration_seconds == 3.0 and st.timeline[-1].exit_status == 0
-    assert st.lease is not None and st.lease.held and st.lease.holder == "host-a:99"
+    assert st.lease is not None and st.lease_held and st.lease.holder == "host-a:99"
 
     replay(store, [BILLING], 30, None, None, now=T(16, 45))
     with store.begin() as conn:

@@ -295,31 +295,30 @@ def test_a_job_listed_twice_is_answered_twice(store):
 def terms_between(conn, name: str, since: datetime, until: datetime):
     """The definition ``TermsCover.between`` answers by: terms whose holding overlaps ``[since, until]``, plus
     the last one acquired before ``since`` and the first acquired after ``until``, ordered by term."""
-    from schedctl.store import history as h
+    from schedctl.store.leases import term_record
 
     t = lease_terms.c
-    columns = (t.term, t.holder, t.acquired_at, t.renewed_at, t.expires_at, t.ended_at, t.end_reason)
-    overlapping = select(*columns, t.catch_up_grace).where(
+    overlapping = select(lease_terms).where(
         t.name == name,
         t.acquired_at <= until,
         t.expires_at >= since,
         or_(t.ended_at.is_(None), t.ended_at >= since),
     )
     before = (
-        select(*columns, t.catch_up_grace)
+        select(lease_terms)
         .where(t.name == name, t.acquired_at < since)
         .order_by(t.term.desc())
         .limit(1)
     )
     after = (
-        select(*columns, t.catch_up_grace)
+        select(lease_terms)
         .where(t.name == name, t.acquired_at > until)
         .order_by(t.acquired_at)
         .limit(1)
     )
-    found = {r.term: r for r in map(h._term, conn.execute(overlapping))}
+    found = {r.term: r for r in map(term_record, conn.execute(overlapping))}
     for query in (before, after):
-        for r in map(h._term, conn.execute(query)):
+        for r in map(term_record, conn.execute(query)):
             found.setdefault(r.term, r)
     return [found[k] for k in sorted(found)]
 
