@@ -90,7 +90,7 @@ class Fire:
     utc: datetime
     local: datetime
     gap_moved: bool = False  # the wall time fell in a spring-forward gap; fired at the first instant after it
-    overlap: str | None = None  # "first"/"last": the wall time was repeated by a fall-back transition
+    overlap: str | None = None  # DstOverlap FIRST/LAST: the wall time was repeated by a fall-back transition
 
 
 _DAY = 86400.0
@@ -250,8 +250,8 @@ class Schedule:
     def _adjusted(self, wall: float, off0: float, off1: float, later: deque[_Tick]) -> _Tick | None:
         """The DST rule for a wall time that a transition skips or repeats."""
         if off0 > off1:  # fall-back overlap: fold=0 is the first occurrence
-            first: _Tick = (wall - off0, False, "first")
-            last: _Tick = (wall - off1, False, "last")
+            first: _Tick = (wall - off0, False, DstOverlap.FIRST)
+            last: _Tick = (wall - off1, False, DstOverlap.LAST)
             if self.overlap is DstOverlap.FIRST:
                 return first
             if self.overlap is DstOverlap.LAST:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from schedctl.store import workers as registry
+from schedctl.job import WorkerState
+from schedctl.store import workers as store_workers
 from schedctl.store.claims import label_keys
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ class Stranded:
     labels_key: str
     count: int
     oldest_queued_at: datetime
-    alive: tuple[registry.WorkerRecord, ...]  # the alive workers, none of which has the labels
+    alive: tuple[store_workers.WorkerRecord, ...]  # the alive workers, none of which has the labels
     not_alive: int  # registered workers stale or stopped
 
     def text(self, now: datetime) -> str:
@@ -52,14 +53,14 @@ class Stranded:
 
 def stranded_runs(conn: Connection, now: datetime) -> dict[str, Stranded]:
     """Per job, the oldest group of due queued runs that no alive worker may take; two statements."""
-    processes = [p for p in registry.list_workers(conn, now, with_runs=False) if p.runs_jobs]
-    alive = tuple(p for p in processes if p.state == registry.ALIVE)
+    processes = [p for p in store_workers.list_workers(conn, now, with_runs=False) if p.runs_jobs]
+    alive = tuple(p for p in processes if p.state == WorkerState.ALIVE)
     poll = max((p.poll_interval for p in alive), default=DEFAULT_POLL)
     eligible: set[str] = set()
     for p in alive:
         eligible.update(label_keys(p.labels))
     out: dict[str, Stranded] = {}
-    for g in registry.due_queued_groups(conn, now, older_than=poll):
+    for g in store_workers.due_queued_groups(conn, now, older_than=poll):
         if g.labels_key in eligible:
             continue
         known = out.get(g.job_id)

@@ -98,6 +98,21 @@ class LeaseEndReason(StrEnum):
     EXPIRED = "expired"  # its holder stopped renewing it; the next acquirer closed it at its expiry
 
 
+class WorkerState(StrEnum):
+    """A `serve` process's registry row as `schedctl workers` and `top` judge it (computed, never stored)."""
+
+    ALIVE = "alive"  # seen within its stale_after
+    STALE = "stale"  # silent past its stale_after, never marked stopped: crashed or partitioned
+    STOPPED = "stopped"  # marked stopped on its way out (``stop_reason`` says why)
+
+
+class CancelResult(StrEnum):
+    """What `schedctl cancel` did to a run that had not ended (one that had is reported by its RunState)."""
+
+    CANCELLED = "cancelled"  # it was queued: cancelled at once
+    CANCEL_REQUESTED = "cancel_requested"  # it was running: its worker stops it at its next heartbeat
+
+
 class ServeStopReason(StrEnum):
     """``workers.stop_reason``: why a `serve` process marked its registry row stopped. The last two carry a
     detail: fill it in with ``text()``."""

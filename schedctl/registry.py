@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from schedctl import __version__
 from schedctl.errors import StoreError
 from schedctl.store import Store
-from schedctl.store import workers as sql
+from schedctl.store import workers as store_workers
 
 log = logging.getLogger("schedctl.registry")
 
@@ -45,7 +45,7 @@ class Registry:
         self.identity = identity
         self.interval = interval
         self._monotonic = monotonic
-        self._me = sql.Registration(
+        self._me = store_workers.Registration(
             identity=identity,
             role=role,
             host=socket.gethostname(),
@@ -71,10 +71,10 @@ class Registry:
         self._next = now + self.interval
         try:
             with self.store.begin() as conn:
-                if not self._registered or not sql.refresh(conn, self.identity):
-                    sql.register(conn, self._me)
+                if not self._registered or not store_workers.refresh(conn, self.identity):
+                    store_workers.register(conn, self._me)
                 if now >= self._next_prune:
-                    sql.prune(conn)
+                    store_workers.prune(conn)
         except StoreError as exc:
             if not self._failing:
                 log.warning(
@@ -96,7 +96,7 @@ class Registry:
             return
         try:
             with self.store.begin() as conn:
-                sql.mark_stopped(conn, self.identity, reason)
+                store_workers.mark_stopped(conn, self.identity, reason)
         except StoreError as exc:
             log.warning(
                 "could not mark this process stopped in the worker registry (it will show as stale): %s",

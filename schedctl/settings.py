@@ -8,6 +8,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from schedctl.job import Role
+
 if TYPE_CHECKING:
     from schedctl.mail import SmtpServer
 
@@ -51,5 +53,5 @@ class WorkerSettings:
     output_tail_bytes: int = 8192  # how much of stdout/stderr is stored on the run
     prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)
     log_output: bool = False  # log each run's output tail when it ends (`serve --log-output`)
-    role: str = "worker"  # as recorded in the worker registry: "all" when this process also schedules
+    role: str = Role.WORKER  # as recorded in the worker registry: Role.ALL when this process also schedules
     smtp: SmtpServer | None = None  # where run-output mail goes (`serve --smtp`); None: mail is not sent

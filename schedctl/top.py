@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from schedctl.job import RunState
+from schedctl.job import Role, RunState, WorkerState
 from schedctl.settings import DEFAULT_LEASE_NAME
 from schedctl.store import Store, jobstate, runstats
 from schedctl.store import history as h
-from schedctl.store import workers as registry
+from schedctl.store import workers as store_workers
 from schedctl.store.claims import label_keys
 from schedctl.store.dialect import select_db_now
 from schedctl.store.rows import LeaseRecord
@@ -50,8 +50,8 @@ class FinishedRun:
 class Frame:
     now: datetime
     lease: LeaseRecord | None
-    processes: list[registry.WorkerRecord]
-    running: list[registry.RunningRun]  # the oldest LIST_LIMIT
+    processes: list[store_workers.WorkerRecord]
+    running: list[store_workers.RunningRun]  # the oldest LIST_LIMIT
     running_total: int
     running_by_worker: dict[str, int]
     queue_depth: int
@@ -67,15 +67,15 @@ class Frame:
     def leader_held(self) -> bool:
         return self.lease is not None and self.lease.held_at(self.now)
 
-    def standbys(self) -> list[registry.WorkerRecord]:
+    def standbys(self) -> list[store_workers.WorkerRecord]:
         holder = self.lease.holder if self.leader_held and self.lease else None
         return [
             p
             for p in self.processes
-            if p.role in ("scheduler", "all") and p.state == registry.ALIVE and p.identity != holder
+            if p.role in (Role.SCHEDULER, Role.ALL) and p.state == WorkerState.ALIVE and p.identity != holder
         ]
 
-    def workers(self) -> list[registry.WorkerRecord]:
+    def workers(self) -> list[store_workers.WorkerRecord]:
         return [p for p in self.processes if p.runs_jobs]
 
 
@@ -115,15 +115,15 @@ def read_frame(
     with store.read() as conn:
         now = select_db_now(conn)
         lease = h.current_lease(conn, lease_name)
-        processes = registry.list_workers(conn, now, with_runs=False)
+        processes = store_workers.list_workers(conn, now, with_runs=False)
         per_worker = runstats.running_per_worker(conn)
         running = [
-            run for runs in registry.running_by_worker(conn, limit=LIST_LIMIT).values() for run in runs
+            run for runs in store_workers.running_by_worker(conn, limit=LIST_LIMIT).values() for run in runs
         ]
         depth, oldest = runstats.due_depth_and_oldest_queued(conn, now)
-        alive = [p for p in processes if p.state == registry.ALIVE and p.runs_jobs]
+        alive = [p for p in processes if p.state == WorkerState.ALIVE and p.runs_jobs]
         poll = max((p.poll_interval for p in alive), default=1.0)
-        groups = registry.due_queued_groups(conn, now, older_than=poll)
+        groups = store_workers.due_queued_groups(conn, now, older_than=poll)
         states = jobstate.schedules(conn)
         failures = _finished(conn, (RunState.FAILED, RunState.TIMED_OUT), "finished_at")
         missed = _finished(conn, (RunState.SKIPPED,), "scheduled_for")
@@ -154,7 +154,7 @@ def read_frame(
         failures=failures,
         missed=missed,
         job_count=len(states),
-        skew=registry.version_skew(processes),
+        skew=store_workers.version_skew(processes),
     )
 
 

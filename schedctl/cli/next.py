@@ -133,9 +133,12 @@ def _mark(schedule: Schedule, fire: Fire) -> str:
         return "> moved to the end of a DST gap"
     if fire.overlap is None:
         return ""
-    if schedule.overlap == "both":
-        return "1 repeated time, first pass" if fire.overlap == "first" else "2 repeated time, second pass"
-    return f"{'1' if fire.overlap == 'first' else '2'} repeated time: runs at its {fire.overlap} pass only"
+    from schedctl.job import DstOverlap
+
+    first = fire.overlap == DstOverlap.FIRST
+    if schedule.overlap == DstOverlap.BOTH:
+        return "1 repeated time, first pass" if first else "2 repeated time, second pass"
+    return f"{'1' if first else '2'} repeated time: runs at its {fire.overlap} pass only"
 
 
 def _json(fires: Iterator[Fire]) -> None:

@@ -11,7 +11,7 @@ from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
 from schedctl.cli._render import utc_text
 from schedctl.instants import instant_text, rfc3339
-from schedctl.job import RunState
+from schedctl.job import CancelResult, RunState
 
 if TYPE_CHECKING:
     from schedctl.store.rows import RunRecord
@@ -163,9 +163,9 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
     finally:
         store.dispose()
     key = f"{job_id} {instant_text(scheduled_for)}"
-    if result == "cancelled":
+    if result == CancelResult.CANCELLED:
         click.echo(f"cancelled {key}")
-    elif result == "cancel_requested":
+    elif result == CancelResult.CANCEL_REQUESTED:
         click.echo(f"cancel requested for {key}: its worker stops it at its next heartbeat")
     else:
         from schedctl.errors import SchedctlError

@@ -229,7 +229,7 @@ def _config(opts: dict[str, Any]) -> Any:
             run_as_job_user=opts["run_as_job_user"],
             successful_history=opts["successful_history"],
             failed_history=opts["failed_history"],
-            role="all" if opts["role"] == "all" else "worker",
+            role=Role.ALL if opts["role"] == Role.ALL else Role.WORKER,
             log_output=opts["log_output"],
             smtp=smtp,
             keep_missed=opts["keep_missed"],

@@ -120,7 +120,7 @@ def render(f: Frame, target: str) -> Any:
     from rich.text import Text
 
     from schedctl.cli.workers import ago, labels_text
-    from schedctl.store.workers import ALIVE, STALE, STOPPED
+    from schedctl.job import WorkerState
     from schedctl.top import age
 
     def table(*columns: str) -> Table:
@@ -149,14 +149,11 @@ def render(f: Frame, target: str) -> Any:
     lead += "; standbys: " + (", ".join(p.identity for p in standbys) if standbys else "none")
     parts.append(Text(lead))
     workers = f.workers()
-    counts = {s: sum(1 for w in workers if w.state == s) for s in (ALIVE, STALE, STOPPED)}
-    used = sum(f.running_by_worker.get(w.identity, 0) for w in workers if w.state == ALIVE)
-    slots = sum(w.slots for w in workers if w.state == ALIVE)
+    alive, stale, stopped = (sum(1 for w in workers if w.state == s) for s in WorkerState)
+    used = sum(f.running_by_worker.get(w.identity, 0) for w in workers if w.state == WorkerState.ALIVE)
+    slots = sum(w.slots for w in workers if w.state == WorkerState.ALIVE)
     parts.append(
-        Text(
-            f"\nworkers: {counts[ALIVE]} alive, {counts[STALE]} stale, {counts[STOPPED]} stopped; "
-            f"slots {used}/{slots} in use"
-        )
+        Text(f"\nworkers: {alive} alive, {stale} stale, {stopped} stopped; slots {used}/{slots} in use")
     )
     for line in f.skew:
         parts.append(Text(f"! version skew: {line}"))

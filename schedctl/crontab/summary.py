@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from schedctl.job import Job
+from schedctl.job import DstOverlap, Job
 
 HORIZON = timedelta(days=365)
 
@@ -74,7 +74,7 @@ def _dst_note(schedule: object, now: datetime) -> str:
         day = fire.local.strftime("%Y-%m-%d")
         if fire.gap_moved:
             text = f"moved to {fire.local:%H:%M} (clocks go forward)"
-        elif fire.overlap == "last" or (fire.overlap == "first" and schedule.wildcard):
+        elif fire.overlap == DstOverlap.LAST or (fire.overlap == DstOverlap.FIRST and schedule.wildcard):
             text = "repeated hour runs twice (clocks go back)"
         else:
             text = f"{fire.local:%H:%M} runs once, not twice (clocks go back)"

@@ -8,7 +8,8 @@ from sqlalchemy import select, update
 
 from schedctl.errors import RunNotFound, SchedctlError
 from schedctl.instants import instant_text
-from schedctl.job import Job, RunState
+from schedctl.job import CancelResult, Job, RunState
+from schedctl.outcome import StopReason
 from schedctl.store import Store
 from schedctl.store.dialect import db_now
 from schedctl.store.history import RUN_COLUMNS, run_record
@@ -54,9 +55,9 @@ def queue_manual(store: Store, job: Job, now: datetime) -> datetime:
 
 
 def cancel(store: Store, job_id: str, scheduled_for: datetime) -> str:
-    """Cancel a queued run at once ("cancelled") or ask the worker of a running one ("cancel_requested").
+    """Cancel a queued run at once or ask the worker of a running one to stop it.
 
-    Returns the resulting state word, or the run's state when it had already ended (nothing changed).
+    Returns the ``CancelResult``, or the run's state when it had already ended (nothing changed).
     """
     r = job_runs.c
     key = (r.job_id == job_id, r.scheduled_for == scheduled_for)
@@ -67,18 +68,18 @@ def cancel(store: Store, job_id: str, scheduled_for: datetime) -> str:
             .values(
                 state=RunState.CANCELLED,
                 finished_at=db_now(),
-                reason="cancelled",
+                reason=StopReason.CANCELLED,  # as the worker records a cancelled running run
                 error="cancelled on request",
                 exclusive=None,
             )
         )
         if queued.rowcount:
-            return "cancelled"
+            return CancelResult.CANCELLED
         running = conn.execute(
             update(job_runs).where(*key, r.state == RunState.RUNNING).values(cancel_requested=True)
         )
         if running.rowcount:
-            return "cancel_requested"
+            return CancelResult.CANCEL_REQUESTED
         state = conn.execute(select(r.state).where(*key)).scalar_one_or_none()
     if state is None:
         raise RunNotFound(_missing(job_id, scheduled_for))

@@ -20,6 +20,7 @@ from sqlalchemy import (
     text,
 )
 
+from schedctl.job import RunState
 from schedctl.store.types import UTCDateTime
 
 metadata = MetaData()
@@ -110,16 +111,16 @@ job_runs = Table(
         "state",
         "scheduled_for",
         "job_id",
-        postgresql_where=text("state = 'queued'"),
-        sqlite_where=text("state = 'queued'"),
+        postgresql_where=text(f"state = '{RunState.QUEUED.value}'"),
+        sqlite_where=text(f"state = '{RunState.QUEUED.value}'"),
     ),
     # Stale-run takeover: running rows by heartbeat.
     Index(
         "ix_job_runs_running",
         "state",
         "heartbeat_at",
-        postgresql_where=text("state = 'running'"),
-        sqlite_where=text("state = 'running'"),
+        postgresql_where=text(f"state = '{RunState.RUNNING.value}'"),
+        sqlite_where=text(f"state = '{RunState.RUNNING.value}'"),
     ),
 )
 
@@ -205,5 +206,5 @@ missed_ranges = Table(
 # The run states the partial indexes above are for, as inline SQL literals rather than bound parameters: a
 # planner matches `WHERE state = 'queued'` against the same constant in a query, never against a parameter
 # (PostgreSQL's generic plans and SQLite's planner do not see its value).
-QUEUED: Any = literal_column("'queued'")
-RUNNING: Any = literal_column("'running'")
+QUEUED: Any = literal_column(f"'{RunState.QUEUED.value}'")
+RUNNING: Any = literal_column(f"'{RunState.RUNNING.value}'")

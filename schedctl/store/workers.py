@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
+from schedctl.job import Role, WorkerState
 from schedctl.store.dialect import db_now, now_plus
 from schedctl.store.schema import QUEUED, RUNNING, job_runs, workers
 from schedctl.store.types import UTCDateTime
@@ -26,8 +27,6 @@ from schedctl.store.types import UTCDateTime
 # and why they stopped; a stale row (no clean stop) is kept longer, for the post-mortem of a crash.
 PRUNE_STOPPED_AFTER = 24 * 3600.0
 PRUNE_STALE_AFTER = 7 * 24 * 3600.0
-
-ALIVE, STALE, STOPPED = "alive", "stale", "stopped"
 
 
 @dataclass(frozen=True)
@@ -73,13 +72,13 @@ class WorkerRecord:
     last_seen_at: datetime
     stopped_at: datetime | None
     stop_reason: str | None
-    state: str
+    state: WorkerState
     seen_ago: float  # seconds, by the database's clock
     running: list[RunningRun] = field(default_factory=list)
 
     @property
     def runs_jobs(self) -> bool:
-        return self.role in ("worker", "all")
+        return self.role in (Role.WORKER, Role.ALL)
 
 
 def register(conn: Connection, me: Registration) -> None:
@@ -149,7 +148,7 @@ def list_workers(conn: Connection, now: datetime, with_runs: bool = True) -> lis
     if with_runs:
         held = running_by_worker(conn)
     out = [_record(row, now, held.get(row["identity"], [])) for row in rows]
-    order = {ALIVE: 0, STALE: 1, STOPPED: 2}
+    order = {WorkerState.ALIVE: 0, WorkerState.STALE: 1, WorkerState.STOPPED: 2}
     out.sort(key=lambda r: (order[r.state], r.identity))
     return out
 
@@ -182,11 +181,11 @@ def running_by_worker(conn: Connection, limit: int | None = None) -> dict[str, l
 def _record(row: Any, now: datetime, running: list[RunningRun]) -> WorkerRecord:
     seen_ago = max(0.0, (now - row["last_seen_at"]).total_seconds())
     if row["stopped_at"] is not None:
-        state = STOPPED
+        state = WorkerState.STOPPED
     elif seen_ago > float(row["stale_after"]):
-        state = STALE
+        state = WorkerState.STALE
     else:
-        state = ALIVE
+        state = WorkerState.ALIVE
     return WorkerRecord(
         identity=row["identity"],
         role=row["role"],
@@ -204,7 +203,7 @@ def _record(row: Any, now: datetime, running: list[RunningRun]) -> WorkerRecord:
         stop_reason=row["stop_reason"],
         state=state,
         seen_ago=seen_ago,
-        running=running if state != STOPPED else [],
+        running=running if state != WorkerState.STOPPED else [],
     )
 
 
@@ -239,7 +238,7 @@ def due_queued_groups(conn: Connection, now: datetime, older_than: float = 0.0) 
 
 def version_skew(records: Sequence[WorkerRecord]) -> list[str]:
     """One sentence per kind of skew among the processes still alive, e.g. "schedctl 0.1.0 (2), 0.2.0 (1)"."""
-    alive = [r for r in records if r.state == ALIVE]
+    alive = [r for r in records if r.state == WorkerState.ALIVE]
     out = []
     for what, attr in (("schedctl", "schedctl_version"), ("tzdata", "tzdata_version")):
         counts: dict[str, int] = {}

@@ -304,18 +304,8 @@ def terms_between(conn, name: str, since: datetime, until: datetime):
         t.expires_at >= since,
         or_(t.ended_at.is_(None), t.ended_at >= since),
     )
-    before = (
-        select(lease_terms)
-        .where(t.name == name, t.acquired_at < since)
-        .order_by(t.term.desc())
-        .limit(1)
-    )
-    after = (
-        select(lease_terms)
-        .where(t.name == name, t.acquired_at > until)
-        .order_by(t.acquired_at)
-        .limit(1)
-    )
+    before = select(lease_terms).where(t.name == name, t.acquired_at < since).order_by(t.term.desc()).limit(1)
+    after = select(lease_terms).where(t.name == name, t.acquired_at > until).order_by(t.acquired_at).limit(1)
     found = {r.term: r for r in map(term_record, conn.execute(overlapping))}
     for query in (before, after):
         for r in map(term_record, conn.execute(query)):
