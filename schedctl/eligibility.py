@@ -7,6 +7,7 @@ labels pool=batch" instead of "waiting" while a run sits queued forever.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -71,7 +72,7 @@ def stranded_runs(conn: Connection, now: datetime) -> dict[str, Stranded]:
     return out
 
 
-def _labels(labels: dict[str, str]) -> str:
+def _labels(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "no labels"
 
 

@@ -22,21 +22,19 @@ class NotRegularFile(SchedctlError):
         self.kind = kind
 
 
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
 def kind_of(mode: int) -> str:
     """What a non-regular file is, in words for an error line."""
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    return "not a regular file"
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
 
 
 def read_regular(path: str | Path, max_bytes: int | None = None) -> bytes:

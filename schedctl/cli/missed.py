@@ -1,24 +1,23 @@
 """``schedctl missed`` (ticks that did not run, with reasons) and ``schedctl replay`` (dispatch them, bounded).
 
-Also the small helpers the status commands share: loading the jobs, opening the store, tables, time options.
+The prologue both share with ``status``, ``runs`` and ``pause`` is ``cli/_session.py``.
 """
 
 from __future__ import annotations
 
-import difflib
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from schedctl.cli._complete import complete_job_ids
-from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.cli._options import db_option, jobs_option, output_option
 from schedctl.cli._render import emit, table, utc_text
+from schedctl.cli._session import db_clock, load_selected, open_db, parse_time, report_session
 
 if TYPE_CHECKING:
-    from schedctl.job import Job
     from schedctl.missed import MissedCount, MissedTick
     from schedctl.replay import ReplayPlan
     from schedctl.store import Store
@@ -27,87 +26,11 @@ _CTX = {"help_option_names": ["-h", "--help"]}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# -- shared by missed/replay/status/pause ------------------------------------------------------------------
-
-
-def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict[str, Job]:
-    """The named jobs from the job files (all of them when none is named); an unknown id is an error."""
-    from schedctl.config import load_jobs
-    from schedctl.errors import JobNotFound
-
-    jobs = load_jobs(jobs_path, now=now)
-    wanted = list(dict.fromkeys(job_ids))
-    for job_id in wanted:
-        if job_id not in jobs:
-            close = difflib.get_close_matches(job_id, list(jobs), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise JobNotFound(f"no job {job_id!r} in {jobs_path}{hint}")
-    return {j: jobs[j] for j in wanted} if wanted else jobs
-
-
-def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store: Store) -> dict[str, Job]:
-    """The job files; or, when none was given (the default ./schedctl.toml does not exist), the jobs as the
-    database last saw them (job_state and the snapshots of the versions run rows name), said once on stderr."""
-    from pathlib import Path
-
-    from schedctl.cli._options import DEFAULT_JOBS
-    from schedctl.cli._store import explained
-    from schedctl.errors import JobNotFound
-
-    if jobs_path != DEFAULT_JOBS or Path(jobs_path).exists():
-        return load_selected(jobs_path, job_ids, now)
-    from schedctl.dbjobs import jobs_from_database
-
-    wanted = list(dict.fromkeys(job_ids))
-    with explained(store), store.read() as conn:
-        found = jobs_from_database(conn, wanted, now)
-    for job_id in wanted:
-        if job_id not in found:
-            raise JobNotFound(
-                f"no job {job_id!r} in the database, and no job file ({DEFAULT_JOBS} does not exist here; "
-                "give --jobs PATH or set SCHEDCTL_JOBS)"
-            )
-    click.echo(
-        f"no job file ({DEFAULT_JOBS} does not exist here; --jobs or SCHEDCTL_JOBS): "
-        f"{len(found)} jobs as the database last saw them",
-        err=True,
-    )
-    return found
-
-
-def open_db(db_url: str) -> Store:
-    """A store whose schema is current, or one line naming the database and what to run (exit 1)."""
-    from schedctl.cli._store import open_checked_store
-
-    return open_checked_store(db_url)
-
-
-def db_clock(store: Store) -> datetime:
-    """The database's clock: what the scheduler judged leases by, so a host whose clock is off still sees the
-    lease as the replicas do."""
-    from schedctl.store.dialect import select_db_now
-
-    with store.read() as conn:
-        now: datetime = select_db_now(conn)
-    return now
-
-
 def instant_option(name: str, help_text: str) -> Callable[[F], F]:
     def decorate(f: F) -> F:
         return click.option(name, metavar="TIME", default=None, help=help_text)(f)
 
     return decorate
-
-
-def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
-    from schedctl.instants import parse_instant
-
-    if value is None:
-        return None
-    try:
-        return parse_instant(value, now)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=param) from None
 
 
 def iso(at: datetime | None) -> str | None:
@@ -151,19 +74,12 @@ def missed(
     with reason `late` (queued and waiting for a worker, or no leader since T); --check ignores them. Missed
     ticks stay listed for `serve --keep-missed` (7d), whatever the run history limits. Times are UTC.
     """
-    from schedctl.cli._store import say_database
     from schedctl.missed import TickState, missed_counts
     from schedctl.missed import missed as find_missed
 
-    now = datetime.now(UTC)
-    lo, hi = parse_time(since, "--since", now), parse_time(until, "--until", now)
-    store = open_db(db_url)
-    fmt = resolve_output(output, as_json)
-    try:
-        jobs = jobs_for_report(jobs_path, [job_id] if job_id else [], now, store)
-        now = db_clock(store)
-        if fmt not in ("json", "jsonl"):
-            say_database(store)
+    host_now = datetime.now(UTC)
+    lo, hi = parse_time(since, "--since", host_now), parse_time(until, "--until", host_now)
+    with report_session(jobs_path, job_id, db_url, output, as_json) as (store, jobs, now, fmt):
         if job_id:
             ticks = find_missed(store, jobs[job_id], lo, hi, now, late=hi is not None)
             _show_ticks(job_id, ticks, fmt)
@@ -173,8 +89,6 @@ def missed(
             _say_what_is_left_to_the_leader(store, hi, now, "not counted here (name a JOB to list them)")
             _show_counts(counts, fmt)
             found = any(c.count for c in counts)
-    finally:
-        store.dispose()
     if check and found:
         # SystemExit, not ctx.exit: main() runs click with standalone_mode=False, which returns (and so
         # drops) the code of a ctx.exit.

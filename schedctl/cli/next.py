@@ -12,22 +12,12 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import jobs_option
+from schedctl.cli._session import parse_time  # the same reading as `missed --since/--until`
 
 if TYPE_CHECKING:
     from schedctl.cron import Fire, Schedule
 
 _RICH_MAX = 1000  # a terminal table is built in memory; beyond this, stream plain lines
-
-
-def _instant(value: str | None, flag: str, now: datetime) -> datetime | None:
-    from schedctl.instants import parse_instant  # the same reading as `missed --since/--until`
-
-    if value is None:
-        return None
-    try:
-        return parse_instant(value, now)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint=flag) from None
 
 
 @click.command("next", context_settings={"help_option_names": ["-h", "--help"]})
@@ -56,8 +46,8 @@ def next_(
     (fall-back) wall time.
     """
     now = datetime.now(UTC)
-    after = _instant(start, "--from", now) or now
-    until = _instant(end, "--until", now)
+    after = parse_time(start, "--from", now) or now
+    until = parse_time(end, "--until", now)
     schedule = _schedule(job, jobs_path, expr, zone, dst_gap, dst_overlap, after)
     limit = count if count is not None else (None if until is not None else 10)
     fires = schedule.fires(after, until)

@@ -102,8 +102,8 @@ def _row(r: RunRecord, wide: bool) -> list[str]:
 @db_option
 def run(job_id: str, jobs_path: str, db_url: str) -> None:
     """Queue a manual run of JOB now (keyed by this instant, to the microsecond); a worker runs it."""
+    from schedctl.cli._session import load_selected
     from schedctl.cli._store import explained, open_checked_store
-    from schedctl.cli.missed import load_selected
     from schedctl.store.runs import queue_manual
 
     now = datetime.now(UTC)

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from schedctl.cli._complete import complete_job_ids
-from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
-from schedctl.cli.missed import (
-    db_clock,
-    emit,
-    iso,
-    jobs_for_report,
-    load_selected,
-    open_db,
-    table,
-    utc_text,
-)
+from schedctl.cli._options import db_option, jobs_option, output_option
+from schedctl.cli._render import emit, table, utc_text
+from schedctl.cli._session import on_job, report_session
+from schedctl.cli.missed import iso
 from schedctl.job import PauseSource
 
 if TYPE_CHECKING:
@@ -56,17 +49,9 @@ def status(
     Without JOB: one line per job with its last result, next fire and a `!` for anything missed, failed or
     refused. Times are UTC.
     """
-    from schedctl.cli._store import say_database
     from schedctl.status import all_status, job_status
 
-    now = datetime.now(UTC)
-    store = open_db(db_url)
-    fmt = resolve_output(output, as_json)
-    try:
-        jobs = jobs_for_report(jobs_path, [job_id] if job_id else [], now, store)
-        now = db_clock(store)
-        if fmt not in ("json", "jsonl"):
-            say_database(store)
+    with report_session(jobs_path, job_id, db_url, output, as_json) as (store, jobs, now, fmt):
         if job_id:
             one = job_status(store, jobs[job_id], now, last_n)
             _show_one(one, fmt, now)
@@ -75,8 +60,6 @@ def status(
             every = all_status(store, jobs, now)
             _show_all(every, fmt)
             bad = any(s.verdict_code.bad for s in every)
-    finally:
-        store.dispose()
     if check and bad:
         # SystemExit, not ctx.exit: main() runs click with standalone_mode=False, which returns (and so
         # drops) the code of a ctx.exit.
@@ -235,14 +218,7 @@ def pause(job_id: str, jobs_path: str, db_url: str) -> None:
     """
     from schedctl.jobcontrol import pause as do_pause
 
-    now = datetime.now(UTC)
-    job = load_selected(jobs_path, [job_id], now)[job_id]
-    store = open_db(db_url)
-    now = db_clock(store)
-    try:
-        result = do_pause(store, job, now)
-    finally:
-        store.dispose()
+    job, result = on_job(jobs_path, job_id, db_url, do_pause)
     if result.changed:
         click.echo(f"{job_id}: paused; nothing is dispatched until `schedctl resume {job_id}`")
     else:
@@ -257,14 +233,7 @@ def resume(job_id: str, jobs_path: str, db_url: str) -> None:
     """Resume JOB paused by `schedctl pause`; the ticks paused over go through its catch-up policy."""
     from schedctl.jobcontrol import resume as do_resume
 
-    now = datetime.now(UTC)
-    job = load_selected(jobs_path, [job_id], now)[job_id]
-    store = open_db(db_url)
-    now = db_clock(store)
-    try:
-        result = do_resume(store, job, now)
-    finally:
-        store.dispose()
+    job, result = on_job(jobs_path, job_id, db_url, do_resume)
     if result.changed:
         click.echo(f'{job_id}: resumed; the ticks paused over go through catch_up = "{job.catch_up}"')
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -83,7 +84,7 @@ def run_json(r: RunningRun) -> dict[str, Any]:
     }
 
 
-def labels_text(labels: dict[str, str]) -> str:
+def labels_text(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-"
 
 

@@ -8,7 +8,7 @@ lost the run: nothing in memory decides who owns a run, only the row.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -75,7 +75,7 @@ class BeatResult:
     cancel: list[RunKey]  # cancel_requested by `schedctl cancel` or a `replace` successor
 
 
-def label_keys(labels: dict[str, str]) -> list[str]:
+def label_keys(labels: Mapping[str, str]) -> list[str]:
     """Every subset of a worker's labels as a labels_key: a run is claimable when its key is one of them."""
     if len(labels) > MAX_WORKER_LABELS:
         raise ValueError(f"a worker takes at most {MAX_WORKER_LABELS} labels")

@@ -57,17 +57,9 @@ class RunningRun:
 
 
 @dataclass(frozen=True)
-class WorkerRecord:
-    identity: str
-    role: str
-    host: str
-    pid: int
-    schedctl_version: str
-    tzdata_version: str
-    labels: dict[str, str]
-    slots: int
-    poll_interval: float
-    stale_after: float
+class WorkerRecord(Registration):
+    """A ``workers`` row: the registration, when it was last seen, and how `schedctl workers` judges it."""
+
     started_at: datetime
     last_seen_at: datetime
     stopped_at: datetime | None
