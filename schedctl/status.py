@@ -19,7 +19,6 @@ from schedctl.missed import (
     Gathered,
     MissedTick,
     Reason,
-    TickState,
     catch_up_bound,
     first_clause,
     pause_intervals,
@@ -59,25 +58,16 @@ class Verdict(StrEnum):
         )
 
 
-@dataclass(frozen=True)
-class TimelineEntry:
-    scheduled_for: datetime
-    state: str  # a run state, or "missed"
-    manual: bool = False
-    attempt: int = 0
-    worker: str | None = None
-    queued_at: datetime | None = None
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    exit_status: int | None = None
-    reason: str | None = None
-    reason_text: str | None = None
+# One line of a job's timeline: a run, or a tick that did not run (``state`` TickState.MISSED).
+TimelineEntry = RunRecord | MissedTick
 
-    @property
-    def duration_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
+
+def entry_reason(e: TimelineEntry) -> tuple[str | None, str | None]:
+    """A timeline line's reason code and sentence: a run's error (else the scheduler's detail), or why the
+    tick was missed."""
+    if isinstance(e, RunRecord):
+        return e.reason, e.error or e.reason_detail
+    return e.reason_code, e.reason_text
 
 
 @dataclass(frozen=True)
@@ -268,32 +258,9 @@ def _verdict(f: _Facts, now: datetime) -> tuple[Verdict, str]:
 
 
 def _timeline(rows: list[RunRecord], missed: list[MissedTick], last_n: int) -> list[TimelineEntry]:
-    entries = [
-        TimelineEntry(
-            scheduled_for=r.scheduled_for,
-            state=r.state,
-            manual=r.manual,
-            attempt=r.attempt,
-            worker=r.worker,
-            queued_at=r.queued_at,
-            started_at=r.started_at,
-            finished_at=r.finished_at,
-            exit_status=r.exit_status,
-            reason=r.reason,
-            reason_text=r.error or r.reason_detail,
-        )
-        for r in rows
-        if r.state != RunState.SKIPPED  # skipped rows come in through `missed`, with their explanation
-    ]
-    entries += [
-        TimelineEntry(
-            scheduled_for=m.scheduled_for,
-            state=TickState.MISSED,
-            reason=m.reason_code,
-            reason_text=m.reason_text,
-        )
-        for m in missed
-    ]
+    # skipped rows come in through `missed`, with their explanation
+    entries: list[TimelineEntry] = [r for r in rows if r.state != RunState.SKIPPED]
+    entries += missed
     entries.sort(key=lambda e: e.scheduled_for)
     return entries[-last_n:] if last_n > 0 else []
 

@@ -13,6 +13,7 @@ from schedctl.cli._render import emit, table, utc_text
 from schedctl.cli._session import on_job, report_session
 from schedctl.cli.missed import iso
 from schedctl.job import PauseSource
+from schedctl.store.rows import RunRecord
 
 if TYPE_CHECKING:
     from schedctl.status import JobStatus, TimelineEntry
@@ -67,19 +68,23 @@ def status(
 
 
 def entry_json(e: TimelineEntry) -> dict[str, Any]:
+    from schedctl.status import entry_reason
+
+    run = e if isinstance(e, RunRecord) else None  # a missed tick has no run to describe
+    reason, text = entry_reason(e)
     return {
         "scheduled_for": iso(e.scheduled_for),
         "state": e.state,
-        "manual": e.manual,
-        "attempt": e.attempt,
-        "worker": e.worker,
-        "queued_at": iso(e.queued_at),
-        "started_at": iso(e.started_at),
-        "finished_at": iso(e.finished_at),
-        "exit_status": e.exit_status,
-        "duration_seconds": e.duration_seconds,
-        "reason": e.reason,
-        "reason_text": e.reason_text,
+        "manual": run is not None and run.manual,
+        "attempt": run.attempt if run else 0,
+        "worker": run.worker if run else None,
+        "queued_at": iso(run.queued_at) if run else None,
+        "started_at": iso(run.started_at) if run else None,
+        "finished_at": iso(run.finished_at) if run else None,
+        "exit_status": run.exit_status if run else None,
+        "duration_seconds": run.duration_seconds if run else None,
+        "reason": reason,
+        "reason_text": text,
     }
 
 
@@ -142,18 +147,19 @@ def _next_text(s: JobStatus) -> str:
 
 
 def _entry_cells(e: TimelineEntry) -> list[str]:
-    from schedctl.missed import TickState  # loaded already by whoever built the entry
+    from schedctl.status import entry_reason
 
-    duration = e.duration_seconds
-    detail = e.reason_text or (e.reason or "")
+    run = e if isinstance(e, RunRecord) else None  # a missed tick has no run to describe
+    reason, text = entry_reason(e)
+    duration = run.duration_seconds if run else None
     return [
         utc_text(e.scheduled_for),
-        e.state + (" (manual)" if e.manual else ""),
-        str(e.exit_status) if e.exit_status is not None else "-",
+        e.state + (" (manual)" if run and run.manual else ""),
+        str(run.exit_status) if run and run.exit_status is not None else "-",
         f"{duration:.1f}s" if duration is not None else "-",
-        str(e.attempt) if e.state != TickState.MISSED else "-",
-        e.worker or "-",
-        detail or "-",
+        str(run.attempt) if run else "-",
+        (run.worker if run else None) or "-",
+        text or reason or "-",
     ]
 
 

@@ -8,6 +8,7 @@ the whole argument.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from sqlalchemy import and_, case, func, literal, or_, select, update
@@ -211,28 +212,14 @@ def terms(conn: Connection, name: str, limit: int) -> list[TermRecord]:
 
 def term_record(row: Any) -> TermRecord:
     """A ``lease_terms`` row as a record (the one mapper of that table)."""
-    return TermRecord(
-        term=int(row.term),
-        holder=row.holder,
-        acquired_at=row.acquired_at,
-        renewed_at=row.renewed_at,
-        expires_at=row.expires_at,
-        ended_at=row.ended_at,
-        end_reason=row.end_reason,
-        catch_up_grace=row.catch_up_grace,
-        schedctl_version=row.schedctl_version,
-        tzdata_version=row.tzdata_version,
-    )
+    return TermRecord(**{name: getattr(row, name) for name in _TERM_FIELDS})
 
 
 def lease_record(name: str, row: Any) -> LeaseRecord:
     """A ``scheduler_lease`` row (``lease_row``'s, or the whole row) as a record (the one mapper of that
     table)."""
-    return LeaseRecord(
-        name=name,
-        holder=row.holder,
-        term=int(row.term),
-        acquired_at=row.acquired_at,
-        renewed_at=row.renewed_at,
-        expires_at=row.expires_at,
-    )
+    return LeaseRecord(name, **{field: getattr(row, field) for field in _LEASE_FIELDS})
+
+
+_TERM_FIELDS = tuple(f.name for f in fields(TermRecord))
+_LEASE_FIELDS = tuple(f.name for f in fields(LeaseRecord) if f.name != "name")
