@@ -22,6 +22,7 @@ from schedctl.instants import parse_instant as parse_instant
 from schedctl.instants import rfc3339 as rfc3339
 from schedctl.job import EventKind, Job, PauseSource, RunState, SkipReason
 from schedctl.leasecover import LeaseTimeline as LeaseTimeline
+from schedctl.lookup import Lookup
 from schedctl.missedranges import RangeIndex
 from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_LEASE_NAME
 from schedctl.store.rows import EventRecord, RunRecord, StateRecord
@@ -248,7 +249,7 @@ def missed(
     the grace the latest leader recorded. ``late``: also list the ticks an explicit ``until`` reaches past
     the grace, as ``late``."""
     with store.read() as conn:
-        found = gather(conn, [job], since, until, now, grace=grace, lease_name=lease_name, late=late)
+        found = gather(conn, [job], Lookup(now, since, until, grace, lease_name, late))
     return found.explain()[job.id]  # after the transaction: see store.snapshot
 
 
@@ -348,7 +349,7 @@ def missed_counts(
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
     out: list[MissedCount] = []
     with store.read() as conn:
-        gathered = gather(conn, items, since, until, now, grace=grace, lease_name=lease_name)
+        gathered = gather(conn, items, Lookup(now, since, until, grace, lease_name))
     found = gathered.explain({})  # after the transaction: see store.snapshot
     for job in items:
         ticks = found[job.id]
@@ -388,24 +389,11 @@ class Gathered:
 
 
 def gather(
-    conn: Connection,
-    jobs: Iterable[Job],
-    since: datetime | None,
-    until: datetime | None,
-    now: datetime,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    states: Mapping[str, StateRecord] | None = None,
-    late: bool = False,
+    conn: Connection, jobs: Iterable[Job], lookup: Lookup, states: Mapping[str, StateRecord] | None = None
 ) -> Gathered:
     """The reads `missed` needs for these jobs (``store.snapshot.read_missed``), ready to explain after the
     transaction ends."""
     from schedctl.store.snapshot import read_missed
 
     items = list(jobs)
-    ids = [j.id for j in items]
-    reads = read_missed(
-        conn, ids, since, until, now, grace=grace, lease_name=lease_name, states=states, late=late
-    )
-    return Gathered(items, reads)
+    return Gathered(items, read_missed(conn, [j.id for j in items], lookup, states))

@@ -24,6 +24,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.errors import ReplayRefused
 from schedctl.job import EventKind, Job, RunState
+from schedctl.lookup import Lookup
 from schedctl.missed import gather, rfc3339
 from schedctl.store import Store, jobstate, runrows
 from schedctl.store import history as h
@@ -82,7 +83,7 @@ def plan_replay(
     ordered = sorted(jobs, key=lambda j: j.id)
     with store.read() as conn:
         states = h.job_states_of(conn, [j.id for j in ordered])
-        gathered = gather(conn, ordered, since, until, now, grace=grace, states=states)
+        gathered = gather(conn, ordered, Lookup(now, since, until, grace), states)
     missed = gathered.explain()  # after the transaction: a long backlog is seconds of CPU (see Gathered)
     for job in ordered:
         for m in missed[job.id]:

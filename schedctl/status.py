@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from schedctl.job import CatchUp, Job, PauseSource, RunState, SkipReason
+from schedctl.lookup import Lookup
 from schedctl.missed import (
     FiresCache,
     Gathered,
@@ -366,13 +367,11 @@ def assemble(
     return out
 
 
-def _read(
-    store: Store, jobs: list[Job], now: datetime, last_n: int, grace: float | None, lease_name: str
-) -> StatusReads:
+def _read(store: Store, jobs: list[Job], lookup: Lookup, last_n: int) -> StatusReads:
     from schedctl.store.snapshot import read_status
 
     with store.read() as conn:
-        return read_status(conn, [j.id for j in jobs], now, last_n, grace=grace, lease_name=lease_name)
+        return read_status(conn, [j.id for j in jobs], lookup, last_n)
 
 
 def job_status(
@@ -385,7 +384,7 @@ def job_status(
     lease_name: str = DEFAULT_LEASE_NAME,
 ) -> JobStatus:
     """One job: definition, next fire, the last ``last_n`` ticks, the lease holder, and the verdict."""
-    reads = _read(store, [job], now, last_n, grace, lease_name)
+    reads = _read(store, [job], Lookup(now, grace=grace, lease_name=lease_name), last_n)
     return assemble([job], reads)[0]  # after the transaction: see store.snapshot
 
 
@@ -399,5 +398,5 @@ def all_status(
 ) -> list[JobStatus]:
     """Every job's status (timeline of one: the last result), in job id order."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
-    reads = _read(store, items, now, 1, grace, lease_name)
+    reads = _read(store, items, Lookup(now, grace=grace, lease_name=lease_name), 1)
     return assemble(items, reads, {})  # after the transaction: see store.snapshot

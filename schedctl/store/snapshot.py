@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.eligibility import Stranded, stranded_runs
 from schedctl.job import EventKind, RunState
+from schedctl.lookup import Lookup
 from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_LEASE_NAME
 from schedctl.store import history as h
 from schedctl.store import missedrecord as record
@@ -62,31 +63,22 @@ class MissedReads:
 
 
 def read_missed(
-    conn: Connection,
-    job_ids: Iterable[str],
-    since: datetime | None,
-    until: datetime | None,
-    now: datetime,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-    states: Mapping[str, StateRecord] | None = None,
-    late: bool = False,
+    conn: Connection, job_ids: Iterable[str], lookup: Lookup, states: Mapping[str, StateRecord] | None = None
 ) -> MissedReads:
-    """``grace`` None: the grace the latest leader recorded. ``late``: also the ticks an explicit ``until``
-    reaches past the grace. ``states`` spares reading job_state again when the caller has it."""
+    """``states`` spares reading job_state again when the caller has it."""
     ids = list(job_ids)
+    since, until, now, grace = lookup.since, lookup.until, lookup.now, lookup.grace
     # An explicit grace also stands for the terms that recorded none; else those had the 60 s default.
     fallback = DEFAULT_CATCH_UP_GRACE if grace is None else grace
     if grace is None:
-        grace = current_grace(conn, lease_name)
+        grace = current_grace(conn, lookup.lease_name)
     if states is None:
         states = h.job_states_of(conn, ids)
     firsts = h.earliest_runs_at(conn, [i for i in ids if i not in states])
     windows: dict[str, tuple[TickSpan, TickSpan | None]] = {}
     for job_id in ids:
         window = resolve_window(states.get(job_id), firsts.get(job_id), since, until, now, grace)
-        younger = late_window(window, until, now) if late else None
+        younger = late_window(window, until, now) if lookup.late else None
         if window.after < window.until or younger is not None:
             windows[job_id] = (window, younger)
     evidence: dict[str, Evidence] = {}
@@ -98,7 +90,7 @@ def read_missed(
         runs = h.runs_between_by_job(conn, wanted, lo, hi)
         ranges = record.ranges_between_by_job(conn, wanted, lo, hi)
         # Every term up to now: a later leader with a longer grace may still have dispatched a tick late.
-        cover = h.TermsCover(conn, lease_name, lo, max(hi, now))
+        cover = h.TermsCover(conn, lookup.lease_name, lo, max(hi, now))
         events = h.events_by_job(conn, wanted, MISSED_EVENTS, until=now)
         for job_id, (window, younger) in windows.items():
             reach = (younger or window).until
@@ -134,18 +126,12 @@ def recent_limit(last_n: int) -> int:
     return max(last_n, 1) * 2 + 20
 
 
-def read_status(
-    conn: Connection,
-    job_ids: Sequence[str],
-    now: datetime,
-    last_n: int,
-    *,
-    grace: float | None = None,
-    lease_name: str = DEFAULT_LEASE_NAME,
-) -> StatusReads:
+def read_status(conn: Connection, job_ids: Sequence[str], lookup: Lookup, last_n: int) -> StatusReads:
+    """``lookup`` without since and until: status explains each job's default window."""
     ids = list(job_ids)
+    now, lease_name = lookup.now, lookup.lease_name
     states = h.job_states_of(conn, ids)
-    missed = read_missed(conn, ids, None, None, now, grace=grace, lease_name=lease_name, states=states)
+    missed = read_missed(conn, ids, lookup, states)
     recent, finished, dispatched = h.latest_runs_by_job(
         conn, ids, now, [(recent_limit(last_n), None), (FINISHED_LIMIT, FINISHED), (1, DISPATCHED)]
     )

@@ -17,6 +17,7 @@ from sqlalchemy import event, insert, or_, select
 
 from schedctl.job import CatchUp, Job
 from schedctl.jobcontrol import pause
+from schedctl.lookup import Lookup
 from schedctl.missed import gather, missed, missed_counts
 from schedctl.status import Verdict, all_status, assemble, job_status
 from schedctl.store.dialect import insert_ignore
@@ -220,8 +221,8 @@ def test_bulk_answers_equal_the_one_job_answers(store):
     window = (T(9, 30), T(15, 0))
     narrowed = {j.id: missed(store, j, *window, NOW) for j in ordered}
     with store.connect() as conn:
-        deep_bulk = assemble(ordered, read_status(conn, [j.id for j in ordered], NOW, 10))
-        narrowed_bulk = gather(conn, ordered, *window, NOW).explain()
+        deep_bulk = assemble(ordered, read_status(conn, [j.id for j in ordered], Lookup(NOW), 10))
+        narrowed_bulk = gather(conn, ordered, Lookup(NOW, *window)).explain()
     bulk = all_status(store, jobs, NOW)
     assert [s.job.id for s in bulk] == [j.id for j in ordered]
     for got, want in zip(bulk, one_by_one, strict=True):
