@@ -179,7 +179,7 @@ def dispatch(
         if result.queued and conn.dialect.name == "postgresql":
             # Delivered at commit, so a worker that wakes on it sees the rows.
             conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
-    values.committed([t.job_id for t in decided], started)  # the next batches need not write them again
+    values.committed((t.job_id for t in decided), started)  # the next batches need not write them again
     if result.queued and store.sqlite_file is not None:
         wake.wake_workers(store.sqlite_file)  # after the commit, for the same reason
     return result
@@ -342,9 +342,12 @@ class RowValues:
     def committed(self, job_ids: Iterable[str], at: float) -> None:
         """A transaction begun at monotonic ``at`` committed the versions of ``job_ids``' rows: those not
         known before were written by it."""
-        new = [j for j in dict.fromkeys(job_ids) if j not in self.written]
+        written = self.written
+        new = [
+            j for j in job_ids if j not in written
+        ]  # a job's repeats (a catch-up) do no harm in ``expire``
         if new:
-            self.written.update(dict.fromkeys(new, at))
+            written.update(dict.fromkeys(new, at))
             self._batches.append((at, new))
 
     def prepare(self, jobs: Iterable[Job]) -> None:
