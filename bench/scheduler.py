@@ -167,7 +167,7 @@ def bench_schedctl(
         return result
 
     scheduler_mod.dispatch.dispatch = timed_dispatch  # type: ignore[assignment]
-    scheduler_mod.lease.acquire_or_renew = timed_renew  # type: ignore[assignment]
+    lease_mod.acquire_or_renew = timed_renew  # type: ignore[assignment]
     scheduler_mod.dispatch.advance = timed_advance  # type: ignore[assignment]
     settings = SchedulerSettings(identity=default_identity())
     sched = Scheduler(
@@ -255,7 +255,7 @@ def bench_schedctl(
     if bare_insert and out["claimed"]:
         out.update(bare_insert_s(store, settings.batch_size))
     scheduler_mod.dispatch.dispatch = real_dispatch  # type: ignore[assignment]
-    scheduler_mod.lease.acquire_or_renew = real_renew  # type: ignore[assignment]
+    lease_mod.acquire_or_renew = real_renew  # type: ignore[assignment]
     scheduler_mod.dispatch.advance = real_advance  # type: ignore[assignment]
     store.dispose()
     private.drop()

@@ -20,7 +20,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import event, insert
+from sqlalchemy import event
 
 from schedctl.job import CatchUp, Job
 from schedctl.lease import acquire_or_renew
@@ -29,6 +29,9 @@ from schedctl.store import workers as registry
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs, job_state, workers
 from schedctl.top import ScheduleCache, read_frame
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.factories import seed_settled_jobs  # noqa: E402  (the suite's seeder: the same rows as its scale test)
 
 ZONES = ("UTC", "Europe/London", "America/New_York", "Asia/Tokyo")
 
@@ -49,47 +52,16 @@ def seed(store, n: int) -> None:
                 conn,
                 registry.Registration(ident, role, "bench", 1, "0.1.0", "2025b", labels, 8, 1.0, 60.0),
             )
-    states, runs = [], []
-    for i in range(n):
-        job_id = f"job-{i:06d}"
-        states.append(
-            dict(
-                job_id=job_id,
-                schedule_key=f"{i % 60} {i % 24} * * *|{ZONES[i % len(ZONES)]}|",
-                defined_at=now - timedelta(days=1),
-                last_dispatched=now - timedelta(minutes=1),
-                paused_at=None,
-                paused_by_file=False,
-                refused_at=None,
-                refused_detail=None,
-                history_start=None,
-                updated_at=now,
-            )
-        )
-        state = ("succeeded", "succeeded", "failed", "skipped")[i % 4]
-        runs.append(
-            dict(
-                job_id=job_id,
-                scheduled_for=now - timedelta(minutes=i % 600 + 2),
-                state=state,
-                manual=False,
-                attempt=1,
-                failures=0,
-                queued_at=now - timedelta(minutes=i % 600 + 2),
-                finished_at=None if state == "skipped" else now - timedelta(minutes=i % 600 + 1),
-                exit_status={"succeeded": 0, "failed": 1}.get(state),
-                cancel_requested=False,
-                labels_key="",
-                concurrency="forbid",
-                reason="concurrency" if state == "skipped" else None,
-                reason_detail="a run of the job was still queued or running" if state == "skipped" else None,
-                error="exited with status 1" if state == "failed" else None,
-            )
-        )
-    with store.begin() as conn:
-        for start in range(0, n, 2000):
-            conn.execute(insert(job_state), states[start : start + 2000])
-            conn.execute(insert(job_runs), runs[start : start + 2000])
+    seed_settled_jobs(
+        store,
+        n,
+        now,
+        job_id=lambda i: f"job-{i:06d}",
+        schedule_key=lambda i: f"{i % 60} {i % 24} * * *|{ZONES[i % len(ZONES)]}|",
+        states=("succeeded", "succeeded", "failed", "skipped"),
+        spread_minutes=600,
+        offset_minutes=2,
+    )
     busy = [
         Job(id=f"job-{i:06d}", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="x")
         for i in range(min(n, 3))

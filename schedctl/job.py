@@ -79,6 +79,7 @@ class EventKind(StrEnum):
     RESUMED = "resumed"  # a pause ended; detail: its PauseSource
     REPLAYED = "replayed"  # `schedctl replay` queued ticks again; detail: which
     PRUNED = "pruned"  # old runs were deleted; history (and what `missed` may report) starts later
+    REFUSED = "refused"  # catch-up refused beyond max_catch_up; detail: the sentence the leader logged
 
 
 class PauseSource(StrEnum):
@@ -95,6 +96,21 @@ class LeaseEndReason(StrEnum):
 
     RELEASED = "released"  # its holder gave it up on a clean shutdown
     EXPIRED = "expired"  # its holder stopped renewing it; the next acquirer closed it at its expiry
+
+
+class ServeStopReason(StrEnum):
+    """``workers.stop_reason``: why a `serve` process marked its registry row stopped. The last two carry a
+    detail: fill it in with ``text()``."""
+
+    SHUTDOWN = "shutdown (SIGTERM or SIGINT)"  # a clean stop: what still ran was handed back
+    STOPPED_AT_ONCE = "stopped at once (a second SIGTERM or SIGINT)"  # its runs were killed, not handed back
+    CRASHED = "crashed: {error}"  # the worker loop raised; error: "Type: message"
+    OUTCOMES_ABANDONED = (
+        "shutdown; {count} outcomes not recorded (database unreachable)"  # those runs are taken over
+    )
+
+    def text(self, **detail: object) -> str:
+        return self.value.format(**detail)
 
 
 class MailOn(StrEnum):

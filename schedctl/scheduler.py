@@ -9,7 +9,7 @@ Safety, in order of strength:
 2. every write runs in a transaction that calls ``lease.fence`` first, so a deposed leader's write fails;
 3. this loop stops dispatching before its lease could have expired by its own monotonic clock.
 
-"Now" for planning is the database's clock (anchored at each renewal, carried forward by this process's
+Keeping the lease (2 and 3, and the planning clock) is ``schedctl.leadership``. "Now" for planning is the database's clock (anchored at each renewal, carried forward by this process's
 monotonic clock), so a replica whose wall clock is minutes off dispatches the same ticks at the same
 instants as any other.
 """
@@ -24,30 +24,23 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
-from schedctl import lease, planner
-from schedctl.backoff import Backoff
+from schedctl import planner
 from schedctl.clock import Clock
-from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreConflict, StoreError
-from schedctl.job import Job
+from schedctl.errors import ConfigError, LeaseTooShort, NotLeader, StoreError
+from schedctl.job import EventKind, Job, PauseSource, Tick
+from schedctl.leadership import Leadership
 from schedctl.observability import health, metrics
 from schedctl.planner import Plan, group_for
 from schedctl.settings import SchedulerSettings
 from schedctl.store import Store, dispatch
-from schedctl.store.dispatch import Fence, JobState, StateChange
+from schedctl.store.dispatch import JobState, StateChange
 
 log = logging.getLogger("schedctl.scheduler")
 
-BACKOFF_MIN = 0.5
 
+class Scheduler(Leadership):
+    """The leader loop: while leading, plan and dispatch; between passes, sleep until a fire or renewal."""
 
-def dispatch_window(lease_duration: float) -> float:
-    """Seconds after a renewal began during which a leader with this lease may start a fenced write."""
-    from schedctl.store.bounds import Bounds
-
-    return lease_duration - min(1.0, 0.1 * lease_duration) - Bounds.for_lease(lease_duration).commit_margin
-
-
-class Scheduler:
     def __init__(
         self,
         store: Store,
@@ -58,28 +51,18 @@ class Scheduler:
         db_clock: bool = True,
         after_take_over: Callable[[], None] = lambda: None,
     ) -> None:
-        self.store = store
-        self.settings = settings
-        self.clock = clock
+        super().__init__(store, settings, clock, db_clock)
         self._load = load
         self._jobs = jobs
-        self._db_clock = db_clock  # False only in tests that drive a FakeClock against a real database
         self._wake = threading.Event()
         self._reload = False
         self._stopping = threading.Event()
-        self._term: int | None = None  # the term we lead in; None while not leading
         self._plan: Plan | None = None  # None: rebuild from job_state before dispatching again
-        self._renewed_at = float("-inf")  # monotonic time at which the last successful renewal STARTED
-        self._next_renew = 0.0
-        self._anchor: tuple[datetime, float] | None = None  # (database now, monotonic) at the last renewal
-        self._db_down = False
-        self._backoff = Backoff(BACKOFF_MIN, settings.renew_interval)
         self._after_take_over = after_take_over  # serve: gc.freeze() once the term's plan is built
         self._row_values = dispatch.RowValues()
         # job id -> its counter child: labels() costs more than inc() on a big pass
         self._dispatched: dict[str, Any] = {}
-        self._standing_by: tuple[str | None, int | None] | None = None  # the holder we last said we wait for
-        self._buffer: list[planner.Tick] = []
+        self._buffer: list[Tick] = []
         self._refusals: dict[str, str] = {}
         # Job id -> newest tick claimed by this pass's committed batches whose last_dispatched is not yet
         # written: a pass of many batches commits its claims first (see ``dispatch.dispatch``).
@@ -94,10 +77,6 @@ class Scheduler:
     def request_reload(self) -> None:
         self._reload = True
         self._wake.set()
-
-    @property
-    def leading(self) -> bool:
-        return self._term is not None
 
     def run(self, stopping: threading.Event) -> None:
         """Lead or stand by until ``stopping``; then finish the pass, release the lease and return."""
@@ -140,24 +119,6 @@ class Scheduler:
         self.passes += 1
 
     # -- time --------------------------------------------------------------------------------------------
-    def now(self) -> datetime:
-        """The planning clock: the database's now, carried forward from the last renewal by monotonic time."""
-        if not self._db_clock or self._anchor is None:
-            return self.clock.now()
-        db_at, mono_at = self._anchor
-        return db_at + timedelta(seconds=self.clock.monotonic() - mono_at)
-
-    def _margin(self) -> float:
-        # Plus the commit bound: a dispatch begun later could not commit before the lease ends, and
-        # lease.fence_commit would roll it back.
-        return min(1.0, 0.1 * self.settings.lease_duration) + self.store.bounds.commit_margin
-
-    def _safe(self) -> bool:
-        """Leading, and sure by our own clock that the lease has not expired yet."""
-        if self._term is None:
-            return False
-        return self.clock.monotonic() - self._renewed_at < self.settings.lease_duration - self._margin()
-
     def _sleep(self) -> None:
         mono = self.clock.monotonic()
         until = self._next_renew - mono
@@ -173,125 +134,16 @@ class Scheduler:
         stopping.wait()
         self._wake.set()
 
-    # -- the lease ---------------------------------------------------------------------------------------
-    def _renew(self) -> bool:
-        """One acquire-or-renew; True when this process holds the lease afterwards."""
-        s = self.settings
-        started = self.clock.monotonic()
-        try:
-            result = lease.acquire_or_renew(
-                self.store, s.lease_name, s.identity, s.lease_duration, catch_up_grace=s.catch_up_grace
-            )
-        except StoreConflict as exc:
-            # The row's lock was not granted within the bounded wait: a cut-off session holds it until the
-            # server ends it. Not an outage, and a holder keeps its term while _safe() says so: try again soon.
-            metrics.LEASE_RENEWAL_FAILURES.inc()
-            log.info("lease row busy, retrying: %s", exc, extra={"event": "lease_busy"})
-            self._next_renew = self.clock.monotonic() + BACKOFF_MIN
-            return False
-        except StoreError as exc:
-            metrics.LEASE_RENEWAL_FAILURES.inc()
-            self._database_down(exc)
-            return False
-        finished = self.clock.monotonic()
-        if self._db_down:
-            self._db_down = False
-            self._backoff.reset()
-            log.info("database reachable again", extra={"event": "db_available"})
-        self._next_renew = started + s.renew_interval
-        if not result.held:
-            if self._term is not None:
-                # A standby finding the lease taken is normal; only a holder losing it is a failure to alert on.
-                metrics.LEASE_RENEWAL_FAILURES.inc()
-                self._lost(f"held by {result.holder} in term {result.term}")
-            self._note_standby(result)
-            return False
-        self._standing_by = None
-        metrics.LEASE_RENEWALS.inc()
-        self._renewed_at = started
-        # The database's now is somewhere inside the round trip; the middle is the best guess.
-        self._anchor = (result.db_now, (started + finished) / 2)
-        if self._term != result.term:
-            self._became_leader(result)
-        return True
-
-    def _note_standby(self, result: lease.LeaseResult) -> None:
-        """Say once that this process stands by, and again whenever the holder changes (not every renewal)."""
-        holder = (result.holder, result.term)
-        if holder == self._standing_by:
-            return
-        self._standing_by = holder
-        until = result.expires_at.strftime("%Y-%m-%dT%H:%M:%SZ") if result.expires_at else "-"
-        log.info(
-            "standing by: lease held by %s (term %s) until %s",
-            result.holder,
-            result.term,
-            until,
-            extra={"event": "standing_by", "holder": result.holder, "term": result.term},
-        )
-
-    def _became_leader(self, result: lease.LeaseResult) -> None:
-        self._term = result.term
+    # -- what a term plans ----------------------------------------------------------------------------------
+    def _new_term(self) -> None:
         self._plan = None
         self._unadvanced.clear()  # fenced to the old term: the new plan re-decides from job_state
-        metrics.LEADER.set(1)
-        metrics.LEASE_TERM.set(result.term or 0)
-        log.info(
-            "became leader in term %s", result.term, extra={"event": "became_leader", "term": result.term}
-        )
-        mine = lease.tzdata_version()
-        if result.previous_tzdata and result.previous_tzdata != mine:
-            log.warning(
-                "tzdata %s here differs from %s used by the previous leader: the same wall-clock tick may fall "
-                "at a different instant",
-                mine,
-                result.previous_tzdata,
-                extra={"event": "tzdata_differs"},
-            )
 
-    def _lost(self, why: str) -> None:
-        if self._term is not None:
-            log.warning("lost the lease (%s): stopped dispatching", why, extra={"event": "lost_lease"})
-        self._term = None
+    def _stop_leading(self) -> None:
         self._plan = None
         self._buffer.clear()
         self._refusals.clear()
         self._unadvanced.clear()
-        metrics.LEADER.set(0)
-
-    def _database_down(self, exc: StoreError) -> None:
-        if not self._db_down:
-            self._db_down = True
-            log.warning(
-                "database unavailable, stopped dispatching and retrying: %s",
-                exc,
-                extra={"event": "db_unavailable"},
-            )
-        if self._term is not None:
-            self._lost("database unavailable")
-        self._next_renew = self.clock.monotonic() + self._backoff.delay
-        self._backoff.grow()
-
-    def resign(self) -> None:
-        if self._term is None:
-            return
-        term, self._term = self._term, None
-        metrics.LEADER.set(0)
-        for attempt in range(3):
-            try:
-                lease.release(self.store, self.settings.lease_name, self.settings.identity, term)
-                return
-            except StoreError as exc:
-                # MySQL may pick the release as a deadlock victim against a standby's acquire: try again,
-                # since a lease left to expire costs a whole lease duration of no dispatching.
-                if attempt == 2:
-                    log.warning("could not release the lease: %s", exc, extra={"event": "release_failed"})
-                else:
-                    self.clock.sleep(0.05)
-
-    def _fence(self) -> Fence:
-        assert self._term is not None
-        return Fence(self.settings.lease_name, self.settings.identity, self._term)
 
     # -- taking over -------------------------------------------------------------------------------------
     def _take_over(self) -> None:
@@ -313,7 +165,7 @@ class Scheduler:
                 plan.db_held.add(job.id)
             if job.paused or (state is not None and state.held):
                 plan.held.add(job.id)
-            elif state is not None and (change is None or change.kind != "schedule_changed"):
+            elif state is not None and (change is None or change.kind != EventKind.SCHEDULE_CHANGED):
                 rejoin.append((job, state))
         for group in plan.groups.values():
             plan.push(group)
@@ -382,7 +234,7 @@ class Scheduler:
                 return
         self._flush()
 
-    def _add(self, ticks: list[planner.Tick] | tuple[planner.Tick, ...]) -> None:
+    def _add(self, ticks: list[Tick] | tuple[Tick, ...]) -> None:
         self._buffer.extend(ticks)
         while len(self._buffer) >= self.settings.batch_size and self._plan is not None:
             self._flush(self.settings.batch_size)
@@ -444,22 +296,6 @@ class Scheduler:
             if not self._yield_to_renewal():
                 return
             dispatch.advance(self.store, self._fence(), dict(pending[start : start + size]), self.now())
-
-    def _yield_to_renewal(self) -> bool:
-        """Between two batches: renew when due, so 100,000 due ticks never cost the lease.
-
-        False when this plan must not write any more (the lease is lost, or a new term began).
-        """
-        if self.clock.monotonic() >= self._next_renew or not self._safe():
-            term = self._term
-            self._renew()
-            if not self._safe():
-                self._lost("could not renew in time")
-                return False
-            if self._term != term:  # a new term: this plan was made under the old one
-                self._plan = None
-                return False
-        return True
 
     # -- held jobs and reloads ---------------------------------------------------------------------------
     def _refresh_held(self) -> None:
@@ -524,13 +360,16 @@ class Scheduler:
 def _change_for(job: Job, state: JobState | None) -> StateChange | None:
     if state is None:
         return StateChange(
-            job.id, "defined", job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key
+            job.id, EventKind.DEFINED, job.schedule_key, paused_by_file=job.paused, detail=job.schedule_key
         )
     if state.schedule_key != job.schedule_key:
         return StateChange(
-            job.id, "schedule_changed", job.schedule_key, detail=f"{state.schedule_key} -> {job.schedule_key}"
+            job.id,
+            EventKind.SCHEDULE_CHANGED,
+            job.schedule_key,
+            detail=f"{state.schedule_key} -> {job.schedule_key}",
         )
     if job.paused != state.paused_by_file:
-        kind = "paused" if job.paused else "resumed"
-        return StateChange(job.id, kind, paused_by_file=job.paused, detail="job file")
+        kind = EventKind.PAUSED if job.paused else EventKind.RESUMED
+        return StateChange(job.id, kind, paused_by_file=job.paused, detail=PauseSource.JOB_FILE)
     return None

@@ -155,24 +155,21 @@ def _register_scheduler(store: Any, config: ServeConfig, clock: Clock, signals: 
     """A scheduler-only process in the worker registry, so `schedctl workers` and `top` show standbys too.
 
     (A worker, or `--role all`, is registered by the worker loop itself.)"""
+    from schedctl.job import Role, ServeStopReason
     from schedctl.registry import Registry
 
     s = config.scheduler
     registry = Registry(
         store,
         identity=s.identity,
-        role="scheduler",
+        role=Role.SCHEDULER,
         interval=s.renew_interval,
         stale_after=max(3 * s.renew_interval, s.lease_duration),
         monotonic=clock.monotonic,
     )
     return registry.run_in_thread(
         signals.stopping,
-        lambda: (
-            "stopped at once (a second SIGTERM or SIGINT)"
-            if signals.killing.is_set()
-            else "shutdown (SIGTERM or SIGINT)"
-        ),
+        lambda: ServeStopReason.STOPPED_AT_ONCE if signals.killing.is_set() else ServeStopReason.SHUTDOWN,
     )
 
 

@@ -7,6 +7,9 @@ claim, one heartbeat, one transaction of outcomes), so the database is never wha
 A database outage leaves the children running: outcomes wait in memory and are retried with backoff; when a
 write finally matches no row (another worker took the run over meanwhile) the result is dropped, because
 the row, not this process, says who owns a run.
+
+The children themselves are ``schedctl.supervision``'s (start, follow, stop, collect); what is said once an
+outcome is recorded is ``schedctl.runreport``'s; the scheduler's wake-ups are ``schedctl.store.wake``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import selectors
 import shutil
 import tempfile
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,40 +28,25 @@ from typing import Any
 from schedctl.backoff import Backoff
 from schedctl.clock import Clock
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
-from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
+from schedctl.executor import NO_CHECKPOINT
 from schedctl.groupguard import GroupGuard
-from schedctl.hooks import Hooks
-from schedctl.job import RunState
-from schedctl.mail import Mailer
+from schedctl.job import ServeStopReason
 from schedctl.observability import health, metrics
-from schedctl.outcome import RunResult, StopReason, outcome_for
 from schedctl.registry import Registry
+from schedctl.runreport import RunReporter
 from schedctl.settings import WorkerSettings
 from schedctl.store import Store, claims, wake
+from schedctl.supervision import Supervisor
 
 log = logging.getLogger("schedctl.worker")
 
-NOTIFY_CHANNEL = "schedctl_runs"
 BACKOFF_MIN = 0.25
 BACKOFF_MAX = 10.0
-LISTEN_RETRY = 5.0
 WRITE_GIVE_UP = 30.0  # after shutdown, how long to keep retrying outcome writes against a dead database
 MAX_WAIT = 1.0
-SWEEP_INTERVAL = 0.25  # seconds between checks of every child, events or not
 REJECTED_WRITE_TRIES = 3  # a write refused for its content, not the connection, is then stored without output
 HOOK_SHUTDOWN_WAIT = 10.0  # seconds a stopping worker lets hooks (failure mail) finish before killing them
 SYNC_LINGER = 0.01  # seconds a finished run's outcome may wait for others to share its transaction
-
-
-@dataclass
-class _Active:
-    claim: claims.ClaimedRun
-    execution: Execution
-    lost: bool = False
-
-    @property
-    def beat_key(self) -> tuple[Any, Any, int]:
-        return (self.claim.job_id, self.claim.scheduled_for, self.claim.attempt)
 
 
 @dataclass
@@ -76,22 +63,15 @@ class Worker:
         self.settings = settings
         self.clock = clock
         self.label_keys = claims.label_keys(settings.labels)
-        self._active: dict[tuple[Any, Any], _Active] = {}
         self._pending: list[_Pending] = []
         self._touched: set[str] = set()
-        self._user_noted: set[str] = set()
-        self._check: set[tuple[Any, Any]] = set()  # runs whose child may have exited since the last turn
-        self._next_sweep = 0.0
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self._listener: Any = None
-        self._listener_fd = -1
-        self._inbox: wake.Inbox | None = None  # SQLite: the scheduler's wake-ups (see store/wake.py)
+        self._listener = wake.Listener()  # the scheduler's wake-ups, opened in run() (see store/wake.py)
         self._guard: GroupGuard | None = None  # kills our jobs if we die without stopping them
-        self._next_listen = 0.0
         self._claim_now = True
         self._nudged = threading.Event()  # set from the scheduler thread of a `--role all` process
         self._more_waiting = False
@@ -105,9 +85,8 @@ class Worker:
         self._draining = False
         self._drained_at: float | None = None
         self._killed = False
-        self._serial = 0
         self._rejected_writes = 0
-        self._hooks = Hooks(settings.run_as_job_user)
+        self._report = RunReporter(settings)
         self._registry = Registry(
             store,
             identity=settings.identity,
@@ -119,11 +98,11 @@ class Worker:
             slots=settings.slots,
             poll_interval=settings.poll_interval,
         )
-        self._stop_reason = "shutdown (SIGTERM or SIGINT)"
-        self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
+        self._stop_reason: str = ServeStopReason.SHUTDOWN
         # 0700 (mkdtemp's mode): checkpoints are the jobs' business. A job running as another user gets a
         # folder of its own beside this one (executor), so this one never needs opening up.
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
+        self._runs = Supervisor(settings, clock.monotonic, self._root, self._register, self._forget_fd)
 
     # -- public --------------------------------------------------------------------------------------------
     def wake(self) -> None:
@@ -161,25 +140,23 @@ class Worker:
                 extra={"event": "stale_window_short"},
             )
         self._guard = GroupGuard.start()
+        self._runs.guard = self._guard
         if self._guard is not None:
             self._guard.remove_on_exit(self._root)  # checkpoints of our jobs: not left behind by a SIGKILL
-        if self.store.sqlite_file is not None:
-            self._inbox = wake.Inbox.open(self.store.sqlite_file)
-            if self._inbox is not None:
-                self._selector.register(self._inbox.fileno(), selectors.EVENT_READ, "inbox")
-                if self._guard is not None:
-                    self._guard.remove_on_exit(self._inbox.path)
+        self._listener = wake.listener_for(self.store, self._register, self._forget_fd, self.clock.monotonic)
+        if self._guard is not None and self._listener.path is not None:
+            self._guard.remove_on_exit(self._listener.path)
         self._registry.refresh()
         try:
             while self._turn(stopping, killing):
                 pass
         except BaseException as exc:
-            self._stop_reason = f"crashed: {type(exc).__name__}: {exc}"
+            self._stop_reason = ServeStopReason.CRASHED.text(error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self._close()
             if killing.is_set():
-                self._stop_reason = "stopped at once (a second SIGTERM or SIGINT)"
+                self._stop_reason = ServeStopReason.STOPPED_AT_ONCE
             self._registry.stop(self._stop_reason)
         log.info("worker %s stopped", self.settings.identity, extra={"event": "worker_stopped"})
 
@@ -193,20 +170,19 @@ class Worker:
             self._drain()
         if killing.is_set() and not self._killed:
             self._kill_all()
-        for active in self._active.values():
-            active.execution.enforce()
+        self._runs.enforce()
         self._collect()
-        self._hooks.reap()
+        self._report.reap()
         ready = self._batch_ready(now)
         write = ready and bool(self._pending) and now >= self._next_write
         claim = ready and not self._draining and self._should_claim(now)
         if write or claim:
             self._sync(write, claim)
-        if self._active and now >= self._next_beat:
+        if self._runs and now >= self._next_beat:
             self._beat()
         if self._touched and (now >= self._next_prune or self._draining):
             self._prune()
-        if self._draining and not self._active:
+        if self._draining and not self._runs:
             if not self._pending or killing.is_set():
                 return False
             self._drained_at = self._drained_at or now
@@ -216,9 +192,7 @@ class Worker:
                     len(self._pending),
                     extra={"event": "outcomes_abandoned"},
                 )
-                self._stop_reason = (
-                    f"shutdown; {len(self._pending)} outcomes not recorded (database unreachable)"
-                )
+                self._stop_reason = ServeStopReason.OUTCOMES_ABANDONED.text(count=len(self._pending))
                 return False
         self._wait(self._timeout(now))
         return True
@@ -228,9 +202,9 @@ class Worker:
 
         Short runs finish in a trickle; a transaction per finish costs more than the runs themselves.
         """
-        if not self._pending or self._draining or not self._active:
+        if not self._pending or self._draining or not self._runs:
             return True
-        if self.settings.slots - len(self._active) >= max(1, self.settings.slots // 2):
+        if self.settings.slots - len(self._runs) >= max(1, self.settings.slots // 2):
             return True
         return now - self._pending[0].since >= SYNC_LINGER
 
@@ -242,13 +216,12 @@ class Worker:
 
     def _timeout(self, now: float) -> float:
         times = [now + MAX_WAIT]
-        if self._active:
+        if self._runs:
             times.append(self._next_beat)
-            times.extend(t for a in self._active.values() if (t := a.execution.next_deadline()) is not None)
-            times.append(self._next_sweep)
+            times.extend(self._runs.deadlines())
         if self._pending:
             times.append(max(self._next_write, self._pending[0].since + SYNC_LINGER))
-        if not self._draining and len(self._active) < self.settings.slots:
+        if not self._draining and len(self._runs) < self.settings.slots:
             times.append(self._next_claim if not self._claim_now else now)
         return max(0.0, min(times) - now)
 
@@ -262,23 +235,11 @@ class Worker:
                         pass
                 except (BlockingIOError, OSError):
                     pass
-            elif key.data == "listen":
-                self._drain_notifies()
-            elif key.data == "inbox" and self._inbox is not None:
-                self._inbox.drain()
+            elif key.data is self._listener:
+                self._listener.drain()
                 self._claim_now = True
             else:
-                self._child_event(key.fd, key.data)
-
-    def _child_event(self, fd: int, run_key: Any) -> None:
-        active = self._active.get(run_key)
-        if active is None:
-            self._forget_fd(fd)
-        elif fd == active.execution.exit_fd:
-            active.execution.close_exit_fd()
-            self._check.add(run_key)
-        elif not active.execution.pump():
-            self._check.add(run_key)
+                self._runs.child_event(key.fd, key.data)
 
     def _register(self, fd: int, data: Any) -> None:
         """Watch ``fd``. Its number may still be mapped to a descriptor closed behind our back (libpq drops
@@ -289,9 +250,8 @@ class Worker:
         except KeyError:
             stale = self._selector.get_key(fd).data
         self._forget_fd(fd)
-        if stale == "listen":
-            self._listener_fd = -1
-            self._drop_listener()
+        if stale is self._listener:
+            self._listener.forgotten()
         self._selector.register(fd, selectors.EVENT_READ, data)
 
     def _forget_fd(self, fd: int) -> None:
@@ -302,9 +262,9 @@ class Worker:
 
     # -- claims --------------------------------------------------------------------------------------------
     def _should_claim(self, now: float) -> bool:
-        if len(self._active) >= self.settings.slots:
+        if len(self._runs) >= self.settings.slots:
             return False
-        self._ensure_listener(now)
+        self._listener.refresh(now)
         if self._nudged.is_set():
             self._nudged.clear()  # before the claim: a nudge arriving during it triggers another
             return True
@@ -313,7 +273,7 @@ class Worker:
     def _sync(self, write: bool, claim: bool) -> None:
         """Record outcomes and claim new runs in ONE transaction: a busy worker commits once per turn."""
         batch = list(self._pending) if write else []
-        free = self.settings.slots - len(self._active) if claim else 0
+        free = self.settings.slots - len(self._runs) if claim else 0
         # Stale runs are looked for once a poll interval, not on every NOTIFY-driven claim: a takeover is as
         # prompt as before, and the hot path saves a query.
         began = self.clock.monotonic()
@@ -351,7 +311,9 @@ class Worker:
             self._store_ok("write")
             del self._pending[: len(batch)]
             for pending, ok in zip(batch, written, strict=True):
-                self._recorded(pending, ok)
+                if ok:
+                    self._touched.add(pending.outcome.job_id)
+                self._report.recorded(pending.outcome, pending.duration, pending.snapshot, ok)
         if free > 0:
             self._store_ok("claim")
             self._more_waiting = len(claimed) == free
@@ -361,11 +323,11 @@ class Worker:
             self._next_claim = began + self.settings.poll_interval
             if take_stale:
                 self._next_stale_check = began + self.settings.poll_interval
-        if claimed and not self._active:
+        if claimed and not self._runs:
             self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
         for run in claimed:
             self._start(run)
-        metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
+        metrics.WORKER_ACTIVE_RUNS.set(len(self._runs))
 
     def _rejected(self, batch: list[_Pending], exc: StoreError) -> None:
         """The database is up but refuses what we write (bytes a column cannot hold, say). Retrying the same
@@ -385,74 +347,13 @@ class Worker:
         )
 
     def _start(self, run: claims.ClaimedRun) -> None:
-        ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
-        extra = ident.log_extra
-        if run.took_over_from is not None:
-            log.warning(
-                "took over a run whose worker %s stopped heartbeating",
-                run.took_over_from,
-                extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
-            )
-        if not run.snapshot:
-            outcome = claims.Outcome(
-                run.job_id,
-                run.scheduled_for,
-                run.attempt,
-                RunState.FAILED,
-                error="the run carries no job snapshot",
-            )
-            self._pending.append(_Pending(outcome, 0.0, self.clock.monotonic()))
-            return
-        self._note_user(run)
-        self._serial += 1
-        checkpoint_file = self._root / f"{self._serial}.json"
-        execution = Execution(
-            ident,
-            run.snapshot,
-            run.checkpoint,
-            checkpoint_file,
-            tail_bytes=self.settings.output_tail_bytes,
-            run_as_job_user=self.settings.run_as_job_user,
-            monotonic=self.clock.monotonic,
-            before_close=self._forget_fd,
-        )
-        self._active[run.key] = _Active(run, execution)
-        if self._guard is not None and execution.pid is not None:
-            self._guard.watch(execution.pid)  # its process group: the pid, as it leads the group
-        for fd in (execution.output_fd, execution.exit_fd):
-            if fd is not None:
-                self._register(fd, run.key)
-        if execution.exit_fd is None:
-            self._check.add(run.key)  # it could not start, or there is no pidfd: look at it next turn
-        log.info(
-            "run started (pid %s)",
-            execution.pid,
-            extra={"event": "run_started", "pid": execution.pid, **extra},
-        )
-
-    def _note_user(self, run: claims.ClaimedRun) -> None:
-        """Say once per job that its ``user`` is informational here (the scheduler says so at start too)."""
-        user = (run.snapshot or {}).get("user")
-        if not user or run.job_id in self._user_noted:
-            return
-        self._user_noted.add(run.job_id)
-        if self.settings.run_as_job_user and os.geteuid() == 0:
-            return
-        why = (
-            "--run-as-job-user is not given"
-            if not self.settings.run_as_job_user
-            else "the worker is not root"
-        )
-        log.info(
-            "job names user %s but %s: it runs as this worker's user",
-            user,
-            why,
-            extra={"event": "job_user_ignored", "job_id": run.job_id},
-        )
+        failed = self._runs.start(run)
+        if failed is not None:
+            self._pending.append(_Pending(failed, 0.0, self.clock.monotonic()))
 
     # -- heartbeats ----------------------------------------------------------------------------------------
     def _beat(self) -> None:
-        held = [a for a in self._active.values() if not a.lost]
+        held = self._runs.held()
         saves = []
         for active in held:
             value = active.execution.read_checkpoint()
@@ -476,144 +377,29 @@ class Worker:
         self._store_ok("beat")
         self._next_beat = self.clock.monotonic() + self.settings.heartbeat_interval
         for key in result.lost:
-            self._lose(self._active[key])
+            self._runs.lose(key)
         for key in result.cancel:
-            active = self._active[key]
-            if active.execution.stop_reason is None:
-                log.info(
-                    "cancel requested: stopping the run",
-                    extra={"event": "run_cancel", **active.execution.run.log_extra},
-                )
-            active.execution.stop(StopReason.CANCELLED)
-
-    def _lose(self, active: _Active) -> None:
-        if active.lost:
-            return
-        active.lost = True
-        log.warning(
-            "run was taken over by another worker: stopping this copy and recording nothing",
-            extra={"event": "run_lost", **active.execution.run.log_extra},
-        )
-        active.execution.stop(StopReason.LOST)
+            self._runs.cancel(key)
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _collect(self) -> None:
-        """Take in the runs whose child exited. Only those with an exit or EOF event are checked, plus a sweep
-        of all of them every SWEEP_INTERVAL (no pidfd, a child that closed its output and lingers)."""
-        now = self.clock.monotonic()
-        if now >= self._next_sweep:
-            keys = list(self._active)
-            self._next_sweep = now + SWEEP_INTERVAL
-        else:
-            keys = [key for key in self._check if key in self._active]
-        self._check.clear()
-        for key in keys:
-            active = self._active[key]
-            if not active.execution.done():
-                continue
-            del self._active[key]
-            execution = active.execution
-            if self._guard is not None and execution.pid is not None:
-                self._guard.forget(execution.pid)
-            outcome = self._outcome(active)
-            if outcome is not None:
-                self._pending.append(
-                    _Pending(outcome, execution.duration(), self.clock.monotonic(), execution.snapshot)
-                )
-            execution.cleanup()
-        metrics.WORKER_ACTIVE_RUNS.set(len(self._active))
-        if self._more_waiting and len(self._active) < self.settings.slots:
+        finished = self._runs.collect()
+        now = self.clock.monotonic()  # collected at: the start of its linger (SYNC_LINGER)
+        for done in finished:
+            self._pending.append(_Pending(done.outcome, done.duration, now, done.snapshot))
+        metrics.WORKER_ACTIVE_RUNS.set(len(self._runs))
+        if self._more_waiting and len(self._runs) < self.settings.slots:
             self._claim_now = True
-
-    def _outcome(self, active: _Active) -> claims.Outcome | None:
-        if active.lost:
-            return None  # its new holder records the result; no need to read this copy's checkpoint or output
-        execution = active.execution
-        checkpoint = execution.final_checkpoint()
-        result = RunResult(
-            snapshot=execution.snapshot,
-            stop_reason=execution.stop_reason,
-            returncode=execution.returncode,
-            start_error=execution.start_error,
-            output_tail=execution.tail.text(),
-            checkpoint=None if checkpoint is NO_CHECKPOINT else checkpoint,
-            checkpoint_written=checkpoint is not NO_CHECKPOINT,
-            lost=active.lost,
-        )
-        return outcome_for(active.claim, result)
-
-    def _recorded(self, pending: _Pending, ok: bool) -> None:
-        o = pending.outcome
-        extra = {**RunIdentity(o.job_id, o.scheduled_for, o.attempt).log_extra, "exit_status": o.exit_status}
-        if not ok:
-            log.warning(
-                "run was taken over by another worker: its result here is discarded",
-                extra={"event": "run_lost", **extra},
-            )
-            return
-        self._touched.add(o.job_id)
-        if self.settings.log_output and not (o.state == RunState.QUEUED and o.retry_after is None):
-            _log_output(o, extra)
-        if o.state == RunState.QUEUED and o.retry_after is not None:
-            log.warning(
-                "run failed (%s); retry in %.3gs",
-                o.error,
-                o.retry_after,
-                extra={"event": "run_retry_scheduled", "state": RunState.QUEUED, **extra},
-            )
-            return
-        if o.state == RunState.QUEUED:
-            log.info(
-                "run handed back for another worker to resume", extra={"event": "run_handed_back", **extra}
-            )
-            return
-        level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
-        log.log(
-            level,
-            "run %s in %.3fs",
-            o.state,
-            pending.duration,
-            extra={"event": "run_finished", "state": o.state, "duration_seconds": pending.duration, **extra},
-        )
-        metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
-        metrics.RUN_DURATION.labels(job_id=o.job_id).observe(pending.duration)
-        if o.state == RunState.SUCCEEDED:
-            metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
-        if pending.snapshot is not None:
-            # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
-            self._hooks.fire(
-                pending.snapshot,
-                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
-                o.state,
-                o.exit_status,
-                o.output_tail,
-            )
-            self._mail.after_run(
-                pending.snapshot,
-                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
-                o.state,
-                o.exit_status,
-                o.output_tail,
-            )
 
     # -- shutdown ------------------------------------------------------------------------------------------
     def _drain(self) -> None:
         """Claim nothing more; SIGTERM every child; each gets its own grace period before SIGKILL."""
         self._draining = True
-        if self._active:
-            log.info(
-                "stopping: forwarding SIGTERM to %d runs, then handing them back",
-                len(self._active),
-                extra={"event": "worker_draining"},
-            )
-        for active in self._active.values():
-            if not active.lost:
-                active.execution.stop(StopReason.SHUTDOWN)
+        self._runs.stop_all()
 
     def _kill_all(self) -> None:
         self._killed = True
-        for active in self._active.values():
-            active.execution.kill()
+        self._runs.kill_all()
 
     # -- history -------------------------------------------------------------------------------------------
     def _prune(self) -> None:
@@ -638,51 +424,6 @@ class Worker:
         for job_id, count in pruned.items():
             log.info("pruned %d old runs", count, extra={"event": "history_pruned", "job_id": job_id})
 
-    # -- PostgreSQL LISTEN ---------------------------------------------------------------------------------
-    def _ensure_listener(self, now: float) -> None:
-        if self._listener is not None and (self._listener.closed or self._listener.broken):
-            # libpq closes the socket itself when the server goes away; epoll then forgets it silently.
-            self._drop_listener()
-        if self.store.dialect != "postgresql" or self._listener is not None or now < self._next_listen:
-            return
-        try:
-            import psycopg
-
-            conninfo = self.store.url.set(drivername="postgresql").render_as_string(hide_password=False)
-            conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-        except Exception as exc:  # any driver failure: polling still works, so retry later
-            log.debug("LISTEN unavailable: %s", exc, extra={"event": "listen_failed"})
-            self._next_listen = now + LISTEN_RETRY
-            return
-        # Remember the descriptor: once the server is gone psycopg raises instead of answering fileno().
-        fd = conn.fileno()
-        self._register(fd, "listen")
-        self._listener = conn
-        self._listener_fd = fd
-
-    def _drain_notifies(self) -> None:
-        try:
-            for _ in self._listener.notifies(timeout=0):
-                pass
-        except Exception:
-            self._drop_listener()
-        self._claim_now = True
-
-    def _drop_listener(self) -> None:
-        if self._listener is None:
-            return
-        try:
-            self._selector.unregister(self._listener_fd)
-        except (KeyError, ValueError, OSError):
-            pass
-        try:
-            self._listener.close()
-        except Exception:
-            pass
-        self._listener = None
-        self._next_listen = self.clock.monotonic() + LISTEN_RETRY
-
     # -- database health -----------------------------------------------------------------------------------
     def _store_failed(self, what: str, exc: StoreError) -> None:
         if not self._db_down:
@@ -695,7 +436,7 @@ class Worker:
         self._db_down = True
         self._backoff[what].grow()
         if what == "beat" or what == "write":
-            self._drop_listener()
+            self._listener.suspect()
 
     def _store_ok(self, what: str) -> None:
         self._backoff[what].reset()
@@ -704,11 +445,8 @@ class Worker:
             log.info("database reachable again", extra={"event": "store_available"})
 
     def _close(self) -> None:
-        self._hooks.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
-        self._mail.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
-        self._drop_listener()
-        if self._inbox is not None:
-            self._inbox.close()
+        self._report.close(wait=0.0 if self._killed else HOOK_SHUTDOWN_WAIT)
+        self._listener.close()
         if self._guard is not None:
             self._guard.close()
         self._selector.close()
@@ -720,14 +458,3 @@ class Worker:
         shutil.rmtree(self._root, ignore_errors=True)
         metrics.WORKER_ACTIVE_RUNS.set(0)
         health.unregister("worker")
-
-
-def _log_output(o: claims.Outcome, extra: dict[str, Any]) -> None:
-    """``serve --log-output``: the run's stored output tail in the log, where a one-machine user looks."""
-    tail = (o.output_tail or "").rstrip("\n")
-    log.info(
-        "run output (%s):%s",
-        f"the last {len(tail.encode())} bytes" if tail else "none",
-        ("\n" + tail) if tail else "",
-        extra={"event": "run_output", "output_tail": o.output_tail or "", **extra},
-    )

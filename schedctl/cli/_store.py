@@ -93,7 +93,9 @@ def explained(store: Store) -> Iterator[None]:
     try:
         yield
     except StoreUnavailable as exc:
-        hint = "does its folder exist?" if store.dialect == "sqlite" else "is the server running?"
+        from schedctl.store.dialect import unreachable_hint
+
+        hint = unreachable_hint(store.dialect)
         raise StoreUnavailable(_one_line(f"{exc} ({hint} {URL_HINT})")) from None
     except StoreError as exc:
         raise type(exc)(_one_line(str(exc))) from None

@@ -6,7 +6,6 @@ Also the small helpers the status commands share: loading the jobs, opening the 
 from __future__ import annotations
 
 import difflib
-import json
 import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.cli._render import emit, table, utc_text
 
 if TYPE_CHECKING:
     from schedctl.job import Job
@@ -108,40 +108,6 @@ def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
         return parse_instant(value, now)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint=param) from None
-
-
-def table(rows: list[list[str]], header: tuple[str, ...]) -> None:
-    """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
-    from schedctl.printable import escape_controls
-
-    rows = [[escape_controls(cell) for cell in row] for row in rows]  # a command's escapes stay inert
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-        from rich.text import Text
-
-        tbl = Table(box=None, header_style="bold", pad_edge=False)
-        for name in header:
-            tbl.add_column(name, overflow="fold")
-        for row in rows:
-            tbl.add_row(*(Text(cell) for cell in row))  # Text: brackets in a reason are not markup
-        Console().print(tbl)  # rich leaves colour out when NO_COLOR is set
-        return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    for line in [list(header), *rows]:
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
-
-
-def emit(output: str, items: list[dict[str, Any]]) -> None:
-    if output == "jsonl":
-        for item in items:
-            click.echo(json.dumps(item, ensure_ascii=False))
-    else:
-        click.echo(json.dumps(items, indent=2, ensure_ascii=False))
-
-
-def utc_text(at: datetime | None) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
 
 
 def iso(at: datetime | None) -> str | None:

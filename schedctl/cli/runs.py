@@ -9,6 +9,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.cli._render import utc_text
 from schedctl.instants import instant_text, rfc3339
 from schedctl.job import RunState
 
@@ -54,18 +55,9 @@ def runs(job_id: str | None, state: str | None, limit: int, db_url: str, output:
             found = list_runs(store, job_id, state, limit)
     finally:
         store.dispose()
-    fmt = resolve_output(output, as_json)
-    if fmt in ("json", "jsonl"):
-        from schedctl.cli.missed import emit
+    from schedctl.cli._render import listing
 
-        emit(fmt, [run_json(r) for r in found])
-        return
-    from schedctl.cli._store import say_database
-    from schedctl.cli.missed import table
-
-    say_database(store)
-    wide = fmt == "wide"
-    table([_row(r, wide) for r in found], COLUMNS + WIDE if wide else COLUMNS)
+    listing(store, resolve_output(output, as_json), found, run_json, _row, COLUMNS, WIDE)
 
 
 def run_json(r: RunRecord) -> dict[str, Any]:
@@ -95,7 +87,7 @@ def _row(r: RunRecord, wide: bool) -> list[str]:
         state,
         str(r.attempt),
         r.worker or "-",
-        _short(r.started_at),
+        utc_text(r.started_at),
         duration,
         "-" if r.exit_status is None else str(r.exit_status),
     ]
@@ -183,7 +175,3 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
 
 def _iso(at: datetime | None) -> str | None:
     return rfc3339(at) if at is not None else None
-
-
-def _short(at: datetime | None) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"

@@ -189,7 +189,7 @@ def _config(opts: dict[str, Any]) -> Any:
 
     if opts["renew_interval"] >= opts["lease_duration"]:
         raise UsageError("--renew-interval must be shorter than --lease-duration")
-    from schedctl.scheduler import dispatch_window
+    from schedctl.leadership import dispatch_window
 
     window = dispatch_window(opts["lease_duration"])
     if opts["renew_interval"] >= window:

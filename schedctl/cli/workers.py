@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
+from schedctl.cli._render import utc_text
 
 if TYPE_CHECKING:
     from schedctl.store.workers import RunningRun, WorkerRecord
@@ -26,7 +27,7 @@ def workers(db_url: str, output: str, as_json: bool) -> None:
     silent for its --stale-after (killed, crashed, cut off), `stopped` after a clean exit, with why. Stopped
     rows are pruned after a day, stale ones after a week. Every instant is the database's.
     """
-    from schedctl.cli._store import explained, open_checked_store, say_database
+    from schedctl.cli._store import explained, open_checked_store
     from schedctl.store import workers as registry
     from schedctl.store.dialect import select_db_now
 
@@ -37,17 +38,12 @@ def workers(db_url: str, output: str, as_json: bool) -> None:
             found = registry.list_workers(conn, now)
     finally:
         store.dispose()
+    from schedctl.cli._render import listing
+
     fmt = resolve_output(output, as_json)
+    listing(store, fmt, found, worker_json, _row, COLUMNS, WIDE)
     if fmt in ("json", "jsonl"):
-        from schedctl.cli.missed import emit
-
-        emit(fmt, [worker_json(w) for w in found])
         return
-    from schedctl.cli.missed import table
-
-    say_database(store)
-    wide = fmt == "wide"
-    table([_row(w, wide) for w in found], COLUMNS + WIDE if wide else COLUMNS)
     for line in registry.version_skew(found):
         click.echo(f"! version skew among alive processes: {line}", err=True)
     if not found:
@@ -102,7 +98,7 @@ def ago(seconds: float) -> str:
 
 
 def _row(w: WorkerRecord, wide: bool) -> list[str]:
-    running = ", ".join(f"{r.job_id}@{_short(r.scheduled_for)}" for r in w.running) or "-"
+    running = ", ".join(f"{r.job_id}@{utc_text(r.scheduled_for)}" for r in w.running) or "-"
     row = [
         w.identity,
         w.state,
@@ -117,8 +113,8 @@ def _row(w: WorkerRecord, wide: bool) -> list[str]:
         row += [
             w.host,
             str(w.pid),
-            _short(w.started_at),
-            _short(w.stopped_at),
+            utc_text(w.started_at),
+            utc_text(w.stopped_at),
             w.stop_reason or "-",
             w.tzdata_version,
         ]
@@ -127,7 +123,3 @@ def _row(w: WorkerRecord, wide: bool) -> list[str]:
 
 def _iso(at: datetime | None) -> str | None:
     return at.astimezone(UTC).isoformat() if at is not None else None
-
-
-def _short(at: datetime | None) -> str:
-    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"

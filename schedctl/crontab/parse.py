@@ -15,7 +15,8 @@ What cron does, and so what this does:
 * A last line without a newline: cronie's ``load_env`` stops at it, so cron never runs it, and ``crontab``
   refuses to install such a file. A job on that line is reported as an error (it never ran under cron).
 
-Schedules are checked by ``schedctl.cron.validate_expression``, the same check the TOML loader uses.
+Schedules are checked by ``schedctl.cron.validate_expression``, the same check the TOML loader uses. This
+module reads the file, its comments and its settings; a job line is ``schedctl.crontab.jobline``'s.
 
 Debian's cron (Vixie cron 3.0 with Debian's patches, ``--dialect debian``) differs, and each difference follows
 what its ``crontab(1)`` (cron 3.0pl1-162, Debian 12) was seen to accept and its manual pages say:
@@ -29,24 +30,29 @@ what its ``crontab(1)`` (cron 3.0pl1-162, Debian 12) was seen to accept and its 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from collections.abc import Callable
 
 from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.crontab.accounts import exists_here, is_known_account
-from schedctl.crontab.diagnostics import error, one_line, warning
-from schedctl.crontab.fileformat import (
-    ACCOUNT,
-    SYSTEM,
-    USER,
-    detect_format,
-    empty_setting,
-    parse_env,
-    split_tokens,
-)
-from schedctl.crontab.percent import split_percent
-from schedctl.errors import Diagnostic, SchedctlError
+from schedctl.crontab.diagnostics import error, one_line
+from schedctl.crontab.entries import BLANKS, Crontab, Entry, Line, LineState, report
+from schedctl.crontab.fileformat import SYSTEM, USER, detect_format, empty_setting, parse_env
+from schedctl.crontab.jobline import looks_like_field, read_job
+from schedctl.errors import SchedctlError
+
+# Names other modules import from here: the parser's public face, wherever each is defined.
+__all__ = [
+    "CONSUMED",
+    "MAX_BYTES",
+    "NOT_TEXT",
+    "SYSTEM",
+    "TOO_LARGE",
+    "USER",
+    "Crontab",
+    "Entry",
+    "looks_like_field",
+    "parse_crontab",
+]
 
 NOT_TEXT = "not a text file"
 MAX_BYTES = 16 * 1024 * 1024
@@ -56,11 +62,7 @@ TOO_LARGE = f"larger than {MAX_BYTES // (1024 * 1024)} MiB; not a crontab"
 # Variables cron itself consumes; the job's definition carries them as `timezone` and `jitter`.
 CONSUMED = ("CRON_TZ", "RANDOM_DELAY")
 
-_MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
-_BLANKS = " \t"  # cron's Skip_Blanks: only space and tab separate fields
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# What a cron time field looks like, to catch a sixth (seconds) field before it is run as a command or user.
-_FIELD_LIKE = re.compile(r"[0-9*?][0-9*?,/LW#-]*\Z|[0-9*,/-]*[LW#?][0-9*,/LW#-]*\Z")
 _ID_HINT = re.compile(r"schedctl:\s*id=(\S+)\s*\Z")
 # Legend lines of Debian's /etc/crontab and of `crontab -e`'s template: boilerplate, never a description.
 _LEGEND = re.compile(
@@ -69,64 +71,6 @@ _LEGEND = re.compile(
     re.IGNORECASE,
 )
 _COMMENTED_JOB = re.compile(r"\s*-?(@[a-z]+|[-0-9*/,]+[ \t]+[-0-9*/,]+([ \t]+[^ \t]+){3})[ \t]+[^ \t]")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One job line as cron would run it."""
-
-    file: str
-    line: int
-    schedule: str  # the five fields joined by one space, or the @-macro
-    user: str | None  # the user column of a system crontab
-    command: str
-    stdin: str | None  # exactly what cron writes to the job's standard input; None when it writes nothing
-    env: Mapping[str, str]  # in effect at the line, without CRON_TZ and RANDOM_DELAY
-    cron_tz: str | None
-    random_delay: int | None  # minutes
-    description: str | None
-    id_hint: str | None = None  # "# schedctl: id=NAME" directly above (written by `schedctl export`)
-
-    @property
-    def source(self) -> str:
-        return f"{self.file}:{self.line}"
-
-
-@dataclass
-class Crontab:
-    file: str
-    format: str
-    format_reason: str
-    dialect: str = CRONIE
-    entries: list[Entry] = field(default_factory=list)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-
-
-@dataclass
-class _Line:
-    number: int
-    text: str  # decoded (invalid bytes replaced), CR of a CRLF ending removed, leading blanks removed
-    bad_byte: str | None  # "0xff at column 7" when the line is not UTF-8
-    terminated: bool
-
-
-class _State:
-    """What cron carries from line to line: the environment, and the comment block above the next job."""
-
-    def __init__(self, dialect: str, host_account: Callable[[str], bool]) -> None:
-        self.dialect = dialect
-        self.host_account = host_account
-        self.continued_from: int | None = None  # the line above ended with a '\\' (cron has no continuation)
-        self.env: dict[str, str] = {}
-        self.cron_tz: str | None = None
-        self.bad_tz_line: int | None = None
-        self.random_delay: int | None = None
-        self.comments: list[str] = []
-        self.id_hint: str | None = None
-
-    def reset_block(self) -> None:
-        self.comments = []
-        self.id_hint = None
 
 
 # ---------------------------------------------------------------------------------------------- entry point
@@ -162,7 +106,7 @@ def parse_crontab(
     if unsure:
         result.diagnostics.append(error(file, None, unsure))
         return result
-    state = _State(dialect, host_account)
+    state = LineState(dialect, host_account)
     for line in lines:
         _read_line(line, state, result)
     return result
@@ -177,7 +121,7 @@ def _is_binary(sample: bytes) -> bool:
     return len(text) >= 16 and odd * 10 > len(text)
 
 
-def _split_lines(raw: bytes) -> list[_Line]:
+def _split_lines(raw: bytes) -> list[Line]:
     pieces = raw.split(b"\n")
     terminated_last = pieces[-1] == b""
     if terminated_last:
@@ -196,7 +140,7 @@ def _split_lines(raw: bytes) -> list[_Line]:
         if index == 0 and text.startswith("\ufeff"):
             text = text[1:]
         last = index == len(pieces) - 1
-        lines.append(_Line(index + 1, text.lstrip(_BLANKS), bad, terminated=terminated_last or not last))
+        lines.append(Line(index + 1, text.lstrip(BLANKS), bad, terminated=terminated_last or not last))
     return lines
 
 
@@ -206,7 +150,7 @@ def _split_lines(raw: bytes) -> list[_Line]:
 # ---------------------------------------------------------------------------------------------- lines
 
 
-def _read_line(line: _Line, state: _State, result: Crontab) -> None:
+def _read_line(line: Line, state: LineState, result: Crontab) -> None:
     text = line.text
     if not text:
         state.reset_block()
@@ -226,7 +170,7 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
         empty = empty_setting(text) if state.dialect == DEBIAN else None
         if empty is not None:
             # Debian's crontab(1) rejects `MAILTO=` ("bad minute"): its load_env needs a value after the '='.
-            _report(
+            report(
                 result,
                 line,
                 f"'{empty}=' with nothing after it: Debian's cron does not read this as a setting and rejects "
@@ -236,18 +180,18 @@ def _read_line(line: _Line, state: _State, result: Crontab) -> None:
             _read_env(line, setting, state, result)
         else:
             is_job = True
-            _read_job(line, state, result)
+            read_job(line, state, result)
     finally:
         state.reset_block()
         _explain_continuation(line, state, result, before, is_job)
 
 
-def _explain_continuation(line: _Line, state: _State, result: Crontab, before: int, is_job: bool) -> None:
+def _explain_continuation(line: Line, state: LineState, result: Crontab, before: int, is_job: bool) -> None:
     """cron has no line continuation: a line ending in '\\' runs as it is, and the next is read on its own."""
     above = state.continued_from
     state.continued_from = line.number if is_job and _ends_with_backslash(line.text) else None
     if state.continued_from is not None:
-        _report(
+        report(
             result,
             line,
             "ends with '\\': cron has no line continuation; it runs this line as it stands, the '\\' "
@@ -270,11 +214,11 @@ def _explain_continuation(line: _Line, state: _State, result: Crontab, before: i
 
 
 def _ends_with_backslash(text: str) -> bool:
-    stripped = text.rstrip(_BLANKS)
+    stripped = text.rstrip(BLANKS)
     return (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1
 
 
-def _read_comment(body: str, state: _State) -> None:
+def _read_comment(body: str, state: LineState) -> None:
     hint = _ID_HINT.match(body.strip())
     if hint:
         state.id_hint = hint.group(1)
@@ -285,18 +229,13 @@ def _read_comment(body: str, state: _State) -> None:
     state.comments.append(body[1:] if body.startswith(" ") else body)
 
 
-def _report(result: Crontab, line: _Line, message: str, *, severity: str = "error") -> None:
-    make = error if severity == "error" else warning
-    result.diagnostics.append(make(result.file, line.number, one_line(message)))
-
-
 # ---------------------------------------------------------------------------------------------- environment
 
 
-def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Crontab) -> None:
+def _read_env(line: Line, setting: tuple[str, str], state: LineState, result: Crontab) -> None:
     name, value = setting
     if not line.terminated:
-        _report(
+        report(
             result,
             line,
             "no newline at the end of the file: cron stops reading here, so this setting applies to nothing",
@@ -305,13 +244,13 @@ def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Cron
         return
     problem = _env_problem(line, name, value)
     if problem:
-        _report(result, line, problem)
+        report(result, line, problem)
         if name == "CRON_TZ":
             state.cron_tz, state.bad_tz_line = None, line.number
         return
     if name in CONSUMED and state.dialect == DEBIAN:
         # Debian's cron has neither (no CRON_TZ, no RANDOM_DELAY in its entry.c/env.c): a plain variable.
-        _report(
+        report(
             result,
             line,
             f"{name} means nothing to Debian's cron: it stays in the jobs' env"
@@ -325,7 +264,7 @@ def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Cron
         _set_random_delay(line, value, state, result)
     else:
         if name == "TZ":
-            _report(
+            report(
                 result,
                 line,
                 "TZ only sets the jobs' environment: cron reads schedules in CRON_TZ (or the "
@@ -335,7 +274,7 @@ def _read_env(line: _Line, setting: tuple[str, str], state: _State, result: Cron
         state.env[name] = value
 
 
-def _env_problem(line: _Line, name: str, value: str) -> str | None:
+def _env_problem(line: Line, name: str, value: str) -> str | None:
     if line.bad_byte:
         return f"environment line is not UTF-8 text (byte {line.bad_byte})"
     if "\x00" in name or "\x00" in value:
@@ -348,7 +287,7 @@ def _env_problem(line: _Line, name: str, value: str) -> str | None:
     return None
 
 
-def _set_cron_tz(line: _Line, value: str, state: _State, result: Crontab) -> None:
+def _set_cron_tz(line: Line, value: str, state: LineState, result: Crontab) -> None:
     from schedctl.cron import validate_zone
 
     if not value:
@@ -357,196 +296,15 @@ def _set_cron_tz(line: _Line, value: str, state: _State, result: Crontab) -> Non
     try:
         validate_zone(value)
     except SchedctlError as exc:
-        _report(result, line, f"CRON_TZ: {exc}")
+        report(result, line, f"CRON_TZ: {exc}")
         state.cron_tz, state.bad_tz_line = None, line.number
         return
     state.cron_tz, state.bad_tz_line = value, None
 
 
-def _set_random_delay(line: _Line, value: str, state: _State, result: Crontab) -> None:
+def _set_random_delay(line: Line, value: str, state: LineState, result: Crontab) -> None:
     text = value.strip()
     if not re.fullmatch(r"[0-9]{1,5}", text) or int(text) > 24 * 60:
-        _report(result, line, f"RANDOM_DELAY {value!r} is not a whole number of minutes from 0 to 1440")
+        report(result, line, f"RANDOM_DELAY {value!r} is not a whole number of minutes from 0 to 1440")
         return
     state.random_delay = int(text) or None
-
-
-# ---------------------------------------------------------------------------------------------- jobs
-
-
-def _read_job(line: _Line, state: _State, result: Crontab) -> None:
-    if line.text.startswith("-") and state.dialect == DEBIAN:
-        _report(
-            result,
-            line,
-            "a '-' before the schedule (cronie's 'no syslog line' mark): Debian's cron rejects this line "
-            "(crontab(1): bad minute)",
-        )
-        return
-    text = line.text.removeprefix("-")  # cronie: '-' first silences the syslog line; nothing else changes
-    if line.bad_byte:
-        _report(
-            result, line, f"bytes that are not UTF-8 (byte {line.bad_byte}); cron jobs here must be UTF-8"
-        )
-        return
-    if "\x00" in text:
-        _report(result, line, "a NUL character: cron would cut the line there")
-        return
-    parsed = _schedule_and_rest(line, text, result, state.dialect)
-    if parsed is None:
-        return
-    if line.text.startswith("-") and result.format == USER:
-        _report(
-            result,
-            line,
-            "the '-' (no syslog line) is dropped; cronie accepts it only in root's crontab, so if this was "
-            "another user's crontab, cron never ran this line",
-            severity="warning",
-        )
-    schedule, rest = parsed
-    if result.format == SYSTEM:
-        split = _user_column(line, rest, result)
-        if split is None:
-            return
-        user, rest = split
-        if state.dialect == DEBIAN and not state.host_account(user):
-            _report(
-                result,
-                line,
-                f"user '{user}' does not exist on this host: Debian's cron skips this line here (imported: "
-                "it runs where the user exists)",
-                severity="warning",
-            )
-    else:
-        user = None
-        if looks_like_field(rest):
-            _report(result, line, _six_fields(rest))
-            return
-    command, stdin = split_percent(rest, state.dialect)
-    command = _strip_trailing_blanks(command)
-    if not command:
-        _report(result, line, "a schedule with no command" + (" (the line starts with '%')" if stdin else ""))
-        return
-    if not line.terminated:
-        _report(
-            result,
-            line,
-            "no newline at the end of the file: cron ignores this last line (cronie stops "
-            "reading at it, and `crontab` refuses the file); add a newline",
-        )
-        return
-    if state.bad_tz_line is not None:
-        _report(result, line, f"its zone comes from the invalid CRON_TZ on line {state.bad_tz_line}")
-        return
-    description = "\n".join(state.comments).strip() or None
-    result.entries.append(
-        Entry(
-            result.file,
-            line.number,
-            schedule,
-            user,
-            command,
-            stdin,
-            MappingProxyType(dict(state.env)),
-            state.cron_tz,
-            state.random_delay,
-            description,
-            state.id_hint,
-        )
-    )
-
-
-def _schedule_and_rest(line: _Line, text: str, result: Crontab, dialect: str) -> tuple[str, str] | None:
-    from schedctl.cron import validate_expression
-
-    tokens = split_tokens(text, 5)
-    if not tokens:
-        _report(result, line, "a '-' with no schedule after it")
-        return None
-    if "=" in tokens[0][0] or (len(tokens) > 1 and tokens[1][0].startswith("=")):
-        _report(
-            result,
-            line,
-            "neither a job nor an environment setting cron accepts (a quoted value must be "
-            "the whole value, and its quotes must close)",
-        )
-        return None
-    if text.startswith("@"):
-        macro, end = tokens[0]
-        if macro == "@reboot":
-            _report(
-                result,
-                line,
-                "@reboot runs at boot, not at a time: left out; run it from the host's boot "
-                "(a systemd unit) instead",
-                severity="warning",
-            )
-            return None
-        if macro.lower() in _MACROS and macro not in _MACROS:
-            _report(
-                result, line, f"cron reads @-macros in lower case only: '{macro}' (write '{macro.lower()}')"
-            )
-            return None
-        schedule = macro
-    else:
-        if len(tokens) < 5:
-            _report(
-                result,
-                line,
-                f"too few fields: a job line needs 5 time fields and a command, found "
-                f"{len(tokens)} field{'s' if len(tokens) != 1 else ''}",
-            )
-            return None
-        schedule, end = " ".join(t for t, _ in tokens), tokens[-1][1]
-    rest = text[end:].lstrip(_BLANKS)
-    try:
-        validate_expression(schedule, dialect=dialect)
-    except SchedctlError as exc:
-        # `0 30 2 * * * cmd` fails as five fields; the real mistake is the sixth (seconds) one.
-        _report(result, line, _six_fields(rest) if rest and looks_like_field(rest) else str(exc))
-        return None
-    if not rest:
-        _report(result, line, "a schedule with no command")
-        return None
-    return schedule, rest
-
-
-def _user_column(line: _Line, rest: str, result: Crontab) -> tuple[str, str] | None:
-    tokens = split_tokens(rest, 1)
-    user, end = tokens[0]
-    command = rest[end:].lstrip(_BLANKS)
-    if _FIELD_LIKE.match(user):
-        _report(result, line, _six_fields(rest))
-        return None
-    if not ACCOUNT.match(user):
-        why = "a path" if "/" in user else "not an account name"
-        hint = " (is this a user crontab? pass --format user)" if "/" in user or not command else ""
-        _report(result, line, f"the user column '{user}' cannot be an account name: it is {why}{hint}")
-        return None
-    if not command:
-        _report(result, line, f"a schedule with no command (after the user column '{user}')")
-        return None
-    return user, command
-
-
-def looks_like_field(rest: str) -> bool:
-    first = split_tokens(rest, 1)[0][0]
-    return bool(_FIELD_LIKE.match(first))
-
-
-def _six_fields(rest: str) -> str:
-    first = split_tokens(rest, 1)[0][0]
-    return (
-        f"6 time fields: cron has no seconds field, so '{first}' would be run as the command (or read "
-        "as the user); write the 5-field schedule (a 6-field one with seconds belongs in the TOML)"
-    )
-
-
-def _strip_trailing_blanks(command: str) -> str:
-    """Trailing blanks mean nothing to the shell, unless a backslash escapes the first of them."""
-    match = re.search(r"[ \t]+\Z", command)
-    if match is None:
-        return command
-    start = match.start()
-    backslashes = start - len(command[:start].rstrip("\\"))
-    return command[: start + 1] if backslashes % 2 else command[:start]

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from itertools import combinations
 from typing import Any
 
@@ -32,7 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from schedctl.job import RunState, labels_key
+from schedctl.job import Concurrency, EventKind, RunState, labels_key
 from schedctl.outcome import Outcome  # re-exported: the store writes what the policy decides
 from schedctl.settings import DEFAULT_KEEP_MISSED
 from schedctl.store import missedrecord
@@ -116,12 +117,12 @@ def claim(
             conn.execute(lock_for_claim(queued_query.params(limit=limit - len(rows)), conn)).mappings().all()
         )
     claimed: list[ClaimedRun] = []
-    plain = [r for r in rows if r["concurrency"] != "forbid"]
+    plain = [r for r in rows if r["concurrency"] != Concurrency.FORBID]
     if plain:
         conn.execute(_claim_update(identity, exclusive=False).where(_keys_at_attempt(plain)))
         claimed.extend(_claimed(r) for r in plain)
     for row in rows:
-        if row["concurrency"] != "forbid":
+        if row["concurrency"] != Concurrency.FORBID:
             continue
         try:
             with conn.begin_nested():
@@ -169,7 +170,7 @@ def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
             r.state == RUNNING,
             r.heartbeat_at < db_now_plus(bindparam("stale", type_=Float)),
             r.labels_key.in_(list(labels)),
-            or_(r.concurrency != "forbid", ~forbid_running_blocked),
+            or_(r.concurrency != Concurrency.FORBID, ~forbid_running_blocked),
         )
         .order_by(r.heartbeat_at)
         .limit(limit)
@@ -180,7 +181,7 @@ def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
             r.state == QUEUED,
             or_(r.not_before.is_(None), r.not_before <= db_now()),
             r.labels_key.in_(list(labels)),
-            or_(r.concurrency != "forbid", ~forbid_queued_blocked),
+            or_(r.concurrency != Concurrency.FORBID, ~forbid_queued_blocked),
         )
         .order_by(r.state, r.scheduled_for, r.job_id)
         .limit(limit)
@@ -299,7 +300,7 @@ def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
     """
     if not outcomes:
         return []
-    groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    groups: dict[tuple[_Write, bool], list[dict[str, Any]]] = {}
     for outcome in outcomes:
         groups.setdefault(_shape(outcome), []).append(_params(outcome))
     matched = 0
@@ -320,11 +321,20 @@ def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
     return [key in ours for key in keys]
 
 
-def _shape(outcome: Outcome) -> tuple[str, bool]:
+class _Write(StrEnum):
+    """The shapes of an outcome's UPDATE: ``record_many`` runs one cached statement per shape."""
+
+    RETRY = "retry"  # back to queued behind its backoff, one more failure counted
+    HAND_BACK = "hand_back"  # back to queued as it stands, for another worker to resume (a worker's SIGTERM)
+    FAILED = "failed"  # finished as failed: one more failure counted
+    FINISHED = "finished"  # finished in any other final state
+
+
+def _shape(outcome: Outcome) -> tuple[_Write, bool]:
     if outcome.state == RunState.QUEUED:
-        kind = "retry" if outcome.retry_after is not None else "hand_back"
+        kind = _Write.RETRY if outcome.retry_after is not None else _Write.HAND_BACK
     else:
-        kind = "failed" if outcome.state == RunState.FAILED else "finished"
+        kind = _Write.FAILED if outcome.state == RunState.FAILED else _Write.FINISHED
     return kind, outcome.save_checkpoint
 
 
@@ -350,14 +360,14 @@ def _storable(text: str | None) -> str | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _record_statement(kind: str, with_checkpoint: bool) -> Any:
+def _record_statement(kind: _Write, with_checkpoint: bool) -> Any:
     r = job_runs.c
     values: dict[str, Any] = {"exclusive": None}
     if with_checkpoint:
         values["checkpoint"] = bindparam("b_checkpoint", type_=job_runs.c.checkpoint.type)
-    if kind in ("retry", "hand_back"):
+    if kind in (_Write.RETRY, _Write.HAND_BACK):
         values.update(state=RunState.QUEUED, worker=None, heartbeat_at=None)
-    if kind == "retry":
+    if kind is _Write.RETRY:
         values.update(
             failures=r.failures + 1,
             not_before=db_now_plus(bindparam("b_retry_after", type_=Float)),
@@ -365,7 +375,7 @@ def _record_statement(kind: str, with_checkpoint: bool) -> Any:
             output_tail=bindparam("b_output_tail"),
             error=bindparam("b_error"),
         )
-    if kind in ("finished", "failed"):
+    if kind in (_Write.FINISHED, _Write.FAILED):
         values.update(
             state=bindparam("b_state"),
             finished_at=db_now(),
@@ -374,7 +384,7 @@ def _record_statement(kind: str, with_checkpoint: bool) -> Any:
             error=bindparam("b_error"),
             reason=bindparam("b_reason"),
         )
-    if kind == "failed":
+    if kind is _Write.FAILED:
         values["failures"] = r.failures + 1
     return (
         update(job_runs)
@@ -472,7 +482,7 @@ def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: 
             insert(job_events).values(
                 job_id=job_id,
                 at=db_now(),
-                kind="pruned",
+                kind=EventKind.PRUNED,
                 detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}",
             )
         )

@@ -78,6 +78,11 @@ def _lite_now_plus(element: Any, compiler: Any, **kw: Any) -> str:
     return f"strftime('%Y-%m-%d %H:%M:%f000', 'now', {modifier})"
 
 
+def unreachable_hint(dialect: str) -> str:
+    """What to check when ``dialect``'s database cannot be reached: a SQLite file's folder, or a server."""
+    return "does its folder exist?" if dialect == "sqlite" else "is the server running?"
+
+
 def now_plus(seconds: float) -> db_now_plus:
     return db_now_plus(literal(float(seconds)))
 

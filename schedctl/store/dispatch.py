@@ -18,12 +18,11 @@ from typing import Any
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Concurrency, Job, RunState, SkipReason, Tick
+from schedctl.job import Concurrency, EventKind, Job, RunState, SkipReason, Tick
 from schedctl.store import Store, jobstate, leases, runrows, wake
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.schema import job_events, job_runs, job_state
 
-NOTIFY_CHANNEL = "schedctl_runs"
 _ACTIVE = (RunState.QUEUED.value, RunState.RUNNING.value)
 
 
@@ -57,7 +56,7 @@ class StateChange:
     """A job_state write plus its job_events line, for jobs the leader sees for the first time or anew."""
 
     job_id: str
-    kind: str  # defined | schedule_changed | paused | resumed
+    kind: EventKind  # DEFINED, SCHEDULE_CHANGED, PAUSED or RESUMED
     schedule_key: str | None = None
     paused_by_file: bool | None = None
     detail: str | None = None
@@ -119,16 +118,18 @@ def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], n
 
 
 def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: datetime) -> None:
-    defined = [(c.job_id, c.schedule_key, bool(c.paused_by_file)) for c in changes if c.kind == "defined"]
+    defined = [
+        (c.job_id, c.schedule_key, bool(c.paused_by_file)) for c in changes if c.kind == EventKind.DEFINED
+    ]
     jobstate.record_first_sight(conn, defined, now)
     for change in changes:
-        if change.kind == "schedule_changed":
+        if change.kind == EventKind.SCHEDULE_CHANGED:
             conn.execute(
                 update(job_state)
                 .where(job_state.c.job_id == change.job_id)
                 .values(schedule_key=change.schedule_key, defined_at=now, last_dispatched=now, updated_at=now)
             )
-        elif change.kind in ("paused", "resumed") and change.paused_by_file is not None:
+        elif change.kind in (EventKind.PAUSED, EventKind.RESUMED) and change.paused_by_file is not None:
             conn.execute(
                 update(job_state)
                 .where(job_state.c.job_id == change.job_id)
@@ -176,12 +177,11 @@ def dispatch(
             jobstate.advance_last_dispatched(conn, result.newest, now)
         if refusals:
             _refuse(conn, refusals, now)
-        if result.queued and conn.dialect.name == "postgresql":
-            # Delivered at commit, so a worker that wakes on it sees the rows.
-            conn.exec_driver_sql(f"NOTIFY {NOTIFY_CHANNEL}")
+        if result.queued:
+            wake.notify(conn)
     values.committed((t.job_id for t in decided), started)  # the next batches need not write them again
-    if result.queued and store.sqlite_file is not None:
-        wake.wake_workers(store.sqlite_file)  # after the commit, for the same reason
+    if result.queued:
+        wake.after_commit(store)
     return result
 
 
@@ -400,7 +400,7 @@ def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> Non
         )
     conn.execute(
         insert(job_events),
-        [{"job_id": j, "at": now, "kind": "refused", "detail": d} for j, d in refusals.items()],
+        [{"job_id": j, "at": now, "kind": EventKind.REFUSED, "detail": d} for j, d in refusals.items()],
     )
 
 

@@ -1,4 +1,9 @@
-"""Wake-ups between processes sharing one SQLite file: the one-host stand-in for PostgreSQL's LISTEN/NOTIFY.
+"""Wake-ups from the scheduler to the workers after a dispatch: one interface over two mechanisms.
+
+The notifier side is ``notify`` (inside the dispatch transaction) and ``after_commit`` (once it committed);
+the worker side is a ``Listener`` (``listener_for``): a descriptor for the worker's selector, and ``drain()``
+when it is readable. PostgreSQL has LISTEN/NOTIFY on channel ``CHANNEL``. MySQL/MariaDB have nothing: their
+workers only poll. SQLite gets a stand-in, below.
 
 SQLite is one host by design, so the scheduler can reach every worker of the same file through the
 filesystem: each worker binds a Unix datagram socket in a directory named after the database, and the
@@ -17,9 +22,135 @@ import secrets
 import socket
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Connection
+
+    from schedctl.store import Store
 
 log = logging.getLogger("schedctl.wake")
+
+CHANNEL = "schedctl_runs"  # PostgreSQL's NOTIFY channel: the scheduler notifies it, every worker listens
+LISTEN_RETRY = 5.0  # seconds between attempts to (re)open a worker's LISTEN connection
+
+Watch = Callable[[int, Any], None]  # the worker's selector: register a descriptor with its data
+Unwatch = Callable[[int], None]
+
+
+def notify(conn: Connection) -> None:
+    """Inside the transaction that queued runs. PostgreSQL delivers a NOTIFY at commit, and never for a
+    rolled-back transaction, so a worker woken by it sees the rows."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+
+
+def after_commit(store: Store) -> None:
+    """Once that transaction committed: SQLite's datagrams are not transactional, so they go only now."""
+    if store.sqlite_file is not None:
+        wake_workers(store.sqlite_file)
+
+
+class Listener:
+    """A worker's end of the wake-ups. This base listens to nothing (MySQL/MariaDB, or a SQLite inbox that
+    could not open): the worker polls, as it would without wake-ups."""
+
+    path: Path | None = None  # a file to remove if the worker dies without closing (its group guard's job)
+
+    def refresh(self, now: float) -> None:
+        """Before a claim: (re)open what has to be open, at most every LISTEN_RETRY seconds."""
+
+    def drain(self) -> None:
+        """Empty what made the descriptor readable: the worker claims next."""
+
+    def suspect(self) -> None:
+        """A database write failed: a connection kept to the same server is likely dead too."""
+
+    def forgotten(self) -> None:
+        """Its descriptor was closed behind our back and the number reused; the worker unwatched it."""
+
+    def close(self) -> None:
+        pass
+
+
+def listener_for(store: Store, watch: Watch, unwatch: Unwatch, monotonic: Callable[[], float]) -> Listener:
+    """The listener for ``store``'s database, watched through ``watch``/``unwatch`` with itself as data."""
+    if store.dialect == "postgresql":
+        return PgListener(store.url, watch, unwatch, monotonic)
+    if store.sqlite_file is not None:
+        inbox = Inbox.open(store.sqlite_file)
+        if inbox is not None:
+            watch(inbox.fileno(), inbox)
+            return inbox
+    return Listener()
+
+
+class PgListener(Listener):
+    """LISTEN on a connection of its own, in autocommit. libpq closes the socket itself when the server goes
+    away (epoll then forgets it silently), so a closed or broken connection is dropped and opened again."""
+
+    def __init__(self, url: URL, watch: Watch, unwatch: Unwatch, monotonic: Callable[[], float]) -> None:
+        self._url = url
+        self._watch = watch
+        self._unwatch = unwatch
+        self._monotonic = monotonic
+        self._conn: Any = None
+        self._fd = -1
+        self._next_try = 0.0
+
+    def refresh(self, now: float) -> None:
+        if self._conn is not None and (self._conn.closed or self._conn.broken):
+            self._drop()
+        if self._conn is not None or now < self._next_try:
+            return
+        try:
+            import psycopg
+
+            conninfo = self._url.set(drivername="postgresql").render_as_string(hide_password=False)
+            conn = psycopg.connect(conninfo, autocommit=True, connect_timeout=5)
+            conn.execute(f"LISTEN {CHANNEL}")
+        except Exception as exc:  # any driver failure: polling still works, so retry later
+            log.debug("LISTEN unavailable: %s", exc, extra={"event": "listen_failed"})
+            self._next_try = now + LISTEN_RETRY
+            return
+        # Remember the descriptor: once the server is gone psycopg raises instead of answering fileno().
+        fd = conn.fileno()
+        self._watch(fd, self)
+        self._conn = conn
+        self._fd = fd
+
+    def drain(self) -> None:
+        try:
+            for _ in self._conn.notifies(timeout=0):
+                pass
+        except Exception:
+            self._drop()
+
+    def suspect(self) -> None:
+        self._drop()
+
+    def forgotten(self) -> None:
+        self._fd = -1
+        self._drop()
+
+    def close(self) -> None:
+        self._drop()
+
+    def _drop(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._unwatch(self._fd)
+        except OSError:
+            pass
+        try:
+            self._conn.close()
+        except Exception:
+            pass
+        self._conn = None
+        self._next_try = self._monotonic() + LISTEN_RETRY
 
 
 def wake_dir(database: str) -> Path:
@@ -45,8 +176,10 @@ def _own_dir(path: Path, create: bool) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
-class Inbox:
-    """A worker's socket. ``fileno()`` goes into the worker's selector; ``drain()`` empties it."""
+class Inbox(Listener):
+    """A worker's socket on SQLite. ``fileno()`` goes into the worker's selector; ``drain()`` empties it."""
+
+    path: Path
 
     def __init__(self, sock: socket.socket, path: Path) -> None:
         self._sock = sock

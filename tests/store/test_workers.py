@@ -10,7 +10,8 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import event, insert, select, update
+from factories import seed_settled_jobs
+from sqlalchemy import event, select, update
 
 from schedctl.eligibility import stranded_runs
 from schedctl.job import CatchUp, Job
@@ -216,45 +217,13 @@ def test_the_stranded_metric_counts_runs_no_alive_worker_may_take(store):
 
 def seed_jobs(store, n: int) -> None:
     """``n`` jobs as a leader leaves them: a job_state row each, a finished run each, a few failed/skipped."""
-    now = datetime.now(UTC).replace(microsecond=0)
-    states, runs = [], []
-    for i in range(n):
-        job_id = f"job-{i:05d}"
-        states.append(
-            dict(
-                job_id=job_id,
-                schedule_key=f"{i % 60} * * * *|{'Europe/London' if i % 2 else 'UTC'}|",
-                defined_at=now - timedelta(days=1),
-                last_dispatched=now - timedelta(minutes=1),
-                paused_at=None,
-                paused_by_file=False,
-                refused_at=None,
-                refused_detail=None,
-                history_start=None,
-                updated_at=now,
-            )
-        )
-        state = ("succeeded", "failed", "skipped")[i % 3]
-        runs.append(
-            dict(
-                job_id=job_id,
-                scheduled_for=now - timedelta(minutes=i % 50 + 1),
-                state=state,
-                manual=False,
-                attempt=1,
-                failures=0,
-                queued_at=now - timedelta(minutes=i % 50 + 1),
-                finished_at=None if state == "skipped" else now - timedelta(minutes=i % 50),
-                exit_status={"succeeded": 0, "failed": 1}.get(state),
-                cancel_requested=False,
-                labels_key="",
-                concurrency="forbid",
-            )
-        )
-    with store.begin() as conn:
-        for start in range(0, n, 2000):
-            conn.execute(insert(job_state), states[start : start + 2000])
-            conn.execute(insert(job_runs), runs[start : start + 2000])
+    seed_settled_jobs(
+        store,
+        n,
+        datetime.now(UTC).replace(microsecond=0),
+        job_id=lambda i: f"job-{i:05d}",
+        schedule_key=lambda i: f"{i % 60} * * * *|{'Europe/London' if i % 2 else 'UTC'}|",
+    )
 
 
 def count_statements(store, action) -> int:
