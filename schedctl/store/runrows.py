@@ -24,14 +24,15 @@ from schedctl.store.dialect import insert_ignore_columns, select_db_now
 from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
 
 # Seconds a version outlives its last write before pruning may delete it, judged by the database's clock
-# (claims.prune). Prune runs in workers, and its NOT EXISTS cannot see a leader's uncommitted rows nor know
-# what the leader has cached, so no process tells another what it is about to name. Instead a leader trusts
+# (claims.prune). Prune runs in workers: its NOT EXISTS cannot see a leader's uncommitted rows, and nothing
+# tells it which versions a leader has cached and will name without writing them again. So a leader trusts
 # its record of a committed version (dispatch.RowValues) only for half the hold, by its own monotonic clock
-# from before the transaction that wrote it, and then writes it again. So every run row a leader inserts
-# names a version it wrote less than half a hold before; every other writer (replay, `schedctl run`) writes
-# the version in the row's own transaction. Prune deletes only a version last written more than a full hold
-# ago that no committed row names: a row naming it would have had to stay uncommitted for half a hold (a
-# leader's transaction lasts seconds, bounded by its lease), or the database's clock to jump half a hold.
+# from before the transaction that wrote it, then writes it again; every other writer (replay, `schedctl
+# run`) writes the version in the row's own transaction. Hence every run row names a version written less
+# than half a hold before the row's transaction began. Prune deletes only a version no committed row names
+# and last written a full hold ago: for a row naming it to be missed, that row's transaction would have had
+# to stay open for half a hold (a leader's lasts seconds, bounded by its lease), or the database's clock to
+# jump forward half a hold against the leader's.
 VERSION_HOLD = 3600.0
 
 # (version, labels_key, str(concurrency), concurrency, snapshot as canonical JSON text): what every run row of
