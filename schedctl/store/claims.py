@@ -24,6 +24,7 @@ from sqlalchemy import (
     exists,
     func,
     insert,
+    literal,
     or_,
     select,
     tuple_,
@@ -37,6 +38,7 @@ from schedctl.outcome import Outcome  # re-exported: the store writes what the p
 from schedctl.settings import DEFAULT_KEEP_MISSED
 from schedctl.store import missedrecord
 from schedctl.store.dialect import db_now, db_now_plus, lock_for_claim
+from schedctl.store.runrows import VERSION_HOLD
 from schedctl.store.runrows import queue_runs as queue_runs  # re-exported: tests, benchmarks queue runs here
 from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state, job_versions
 
@@ -402,8 +404,11 @@ def prune(
     keep_succeeded: int,
     keep_failed: int,
     keep_missed: float = DEFAULT_KEEP_MISSED,
+    version_hold: float = VERSION_HOLD,
 ) -> dict[str, int]:
-    """Delete finished runs beyond the history limits; returns how many rows went, per job.
+    """Delete finished runs beyond the history limits; returns how many rows went, per job. A job's versions
+    that no remaining run names go with them once last written ``version_hold`` seconds ago (see
+    ``runrows.VERSION_HOLD``; tests shorten it).
 
     ``history_start`` moves to just after the newest pruned tick, never to the oldest kept one: the limits
     are kept independently, so a kept old failure can sit before a pruned success, and `missed`/`replay`
@@ -413,7 +418,7 @@ def prune(
     pruned: dict[str, int] = {}
     ids = sorted(set(job_ids))
     for job_id in ids:
-        count = _prune_job(conn, job_id, keep_succeeded, keep_failed, keep_missed)
+        count = _prune_job(conn, job_id, keep_succeeded, keep_failed, keep_missed, version_hold)
         if count:
             pruned[job_id] = count
     missedrecord.expire(conn, ids, keep_missed)
@@ -421,7 +426,7 @@ def prune(
 
 
 def _prune_job(
-    conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int, keep_missed: float
+    conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int, keep_missed: float, hold: float
 ) -> int:
     r = job_runs.c
     doomed: list[datetime] = []
@@ -435,9 +440,6 @@ def _prune_job(
         doomed.extend(rows)
     if not doomed:
         return 0
-    newest = conn.execute(
-        select(r.version).where(r.job_id == job_id).order_by(r.scheduled_for.desc()).limit(1)
-    ).scalar()
     mark = max(doomed) + timedelta(microseconds=1)
     skipped = conn.execute(
         select(func.count()).where(r.job_id == job_id, r.state == RunState.SKIPPED, r.scheduled_for < mark)
@@ -452,21 +454,20 @@ def _prune_job(
             )
         )
         deleted += result.rowcount or 0
-    _drop_unnamed_versions(conn, job_id, newest)
+    _drop_unnamed_versions(conn, job_id, hold)
     _move_history_start(conn, job_id, mark, deleted)
     return deleted
 
 
-def _drop_unnamed_versions(conn: Connection, job_id: str, newest: str | None) -> None:
-    """Delete the job's versions no remaining run row names. The version of its newest run is kept even
-    when that run went too: it is the one the leader is dispatching, and the leader writes a version once
-    per definition (dispatch.RowValues), not before every row."""
+def _drop_unnamed_versions(conn: Connection, job_id: str, hold: float) -> None:
+    """Delete the job's versions no committed run row names and nobody wrote for ``hold`` seconds. The
+    hold, not the runs, protects the version a leader is dispatching: it writes a version only every half
+    hold (dispatch.RowValues), and its newest rows may not be committed yet (runrows.VERSION_HOLD)."""
     v = job_versions.c
     named = exists().where(job_runs.c.job_id == v.job_id, job_runs.c.version == v.version)
-    query = delete(job_versions).where(v.job_id == job_id, ~named)
-    if newest is not None:
-        query = query.where(v.version != newest)
-    conn.execute(query)
+    conn.execute(
+        delete(job_versions).where(v.job_id == job_id, ~named, v.written_at <= db_now_plus(literal(-hold)))
+    )
 
 
 def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: int) -> None:

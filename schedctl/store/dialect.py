@@ -246,22 +246,34 @@ def insert_ignore_columns(
     table: Table,
     columns: dict[str, list[Any]],
     json_text: frozenset[str] = frozenset(),
+    refresh: tuple[str, ...] = (),
 ) -> int:
     """``insert_ignore_many`` for rows given as one list per column (all the same length).
 
     A dispatch batch is built column by column, so no row dict is made per tick; a column whose values are
     all equal is sent once. JSON columns named in ``json_text`` hold serialised text already (a job's
     snapshot is serialised once per definition, not once per tick). Returns how many rows were new.
+    ``refresh``: columns that a row whose primary key exists already takes from the new row (an upsert);
+    the count then includes such rows (MySQL counts them twice).
     """
     count = len(next(iter(columns.values()), []))
     if not count:
         return 0
     name = conn.dialect.name
     if name == "postgresql":
-        return _pg_insert_columns(conn, table, columns, json_text)
+        return _pg_insert_columns(conn, table, columns, json_text, refresh)
     if name == "sqlite":
-        return _sqlite_insert_columns(conn, table, columns, json_text)
-    return _mysql_insert_columns(conn, table, columns, json_text)
+        return _sqlite_insert_columns(conn, table, columns, json_text, refresh)
+    return _mysql_insert_columns(conn, table, columns, json_text, refresh)
+
+
+def _on_conflict(table: Table, refresh: tuple[str, ...], excluded: str) -> str:
+    """PostgreSQL's and SQLite's conflict clause: ignore, or take the ``refresh`` columns from the new row."""
+    if not refresh:
+        return "ON CONFLICT DO NOTHING"
+    key = ", ".join(f'"{c.name}"' for c in table.primary_key.columns)
+    sets = ", ".join(f'"{n}" = {excluded}."{n}"' for n in refresh)
+    return f"ON CONFLICT ({key}) DO UPDATE SET {sets}"
 
 
 def _same(values: list[Any]) -> bool:
@@ -275,7 +287,11 @@ def _as_json(values: list[Any]) -> list[Any]:
 
 
 def _pg_insert_columns(
-    conn: Connection, table: Table, columns: dict[str, list[Any]], json_text: frozenset[str]
+    conn: Connection,
+    table: Table,
+    columns: dict[str, list[Any]],
+    json_text: frozenset[str],
+    refresh: tuple[str, ...],
 ) -> int:
     from sqlalchemy import JSON
 
@@ -295,9 +311,8 @@ def _pg_insert_columns(
             selected.append(f"u.c{i}")
     column_list = ", ".join(f'"{n}"' for n in columns)
     source = f"FROM unnest({', '.join(arrays)}) AS u({', '.join(aliases)})" if arrays else ""
-    sql = (
-        f'INSERT INTO "{table.name}" ({column_list}) SELECT {", ".join(selected)} {source} '
-        "ON CONFLICT DO NOTHING"
+    sql = f'INSERT INTO "{table.name}" ({column_list}) SELECT {", ".join(selected)} {source} ' + _on_conflict(
+        table, refresh, "EXCLUDED"
     )
     raw = conn.connection.driver_connection
     with raw.cursor() as cursor:  # type: ignore[union-attr]
@@ -329,7 +344,11 @@ def _storage_column(
 
 
 def _sqlite_insert_columns(
-    conn: Connection, table: Table, columns: dict[str, list[Any]], json_text: frozenset[str]
+    conn: Connection,
+    table: Table,
+    columns: dict[str, list[Any]],
+    json_text: frozenset[str],
+    refresh: tuple[str, ...],
 ) -> int:
     marks, varying = [], []
     for name, values in columns.items():
@@ -340,7 +359,9 @@ def _sqlite_insert_columns(
             marks.append("?")
             varying.append(stored)
     names = ", ".join(f'"{n}"' for n in columns)
-    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(marks)}) ON CONFLICT DO NOTHING'
+    sql = f'INSERT INTO "{table.name}" ({names}) VALUES ({", ".join(marks)}) ' + _on_conflict(
+        table, refresh, "excluded"
+    )
     count = len(next(iter(columns.values())))
     rows = list(zip(*varying, strict=True)) if varying else [()] * count
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
@@ -352,12 +373,20 @@ def _sqlite_insert_columns(
 
 
 def _mysql_insert_columns(
-    conn: Connection, table: Table, columns: dict[str, list[Any]], json_text: frozenset[str]
+    conn: Connection,
+    table: Table,
+    columns: dict[str, list[Any]],
+    json_text: frozenset[str],
+    refresh: tuple[str, ...],
 ) -> int:
     stored = [_storage_column(table, n, v, json_text, sqlite=False) for n, v in columns.items()]
     names = ", ".join(f"`{n}`" for n in columns)
     marks = ", ".join(["%s"] * len(columns))
-    sql = f"INSERT IGNORE INTO `{table.name}` ({names}) VALUES ({marks})"
+    if refresh:
+        sets = ", ".join(f"`{n}` = VALUES(`{n}`)" for n in refresh)
+        sql = f"INSERT INTO `{table.name}` ({names}) VALUES ({marks}) ON DUPLICATE KEY UPDATE {sets}"
+    else:
+        sql = f"INSERT IGNORE INTO `{table.name}` ({names}) VALUES ({marks})"
     # PyMySQL sends executemany as multi-row statements and sums their counts; an ignored duplicate counts zero.
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:

@@ -8,8 +8,9 @@ state after someone else leads.
 from __future__ import annotations
 
 import contextlib
-from collections import defaultdict
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -131,6 +132,7 @@ def dispatch(
     # 100,000-job boundary spends its client time here, not in the database.
     values = RowValues() if row_values is None else row_values
     statics = [values.of(jobs[t.job_id]) for t in ticks]
+    started = values.expire()  # before anything is written: the versions' trust runs from no later than this
     with _fenced(store, fence) as conn:
         decided = _apply_concurrency(conn, ticks, statics)
         result = DispatchResult(
@@ -146,7 +148,7 @@ def dispatch(
             _refuse(conn, refusals, now)
         if result.queued:
             wake.notify(conn)
-    values.written.update(t.job_id for t in decided)  # committed: the next batches need not write them again
+    values.committed((t.job_id for t in decided), started)  # the next batches need not write them again
     if result.queued:
         wake.after_commit(store)
     return result
@@ -277,19 +279,49 @@ class RowValues:
     """What every run row of a job definition shares, computed once per definition, not once per tick.
 
     One per scheduler: ``prepare`` at each take-over or reload, so a boundary pass only copies them.
+    ``version_hold`` and ``monotonic``: see ``runrows.VERSION_HOLD`` (tests shorten the one, fake the other).
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, version_hold: float = runrows.VERSION_HOLD, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self._by_job: dict[str, tuple[Job, _Static]] = {}
-        # Jobs whose current definition's version this leader has committed to job_versions: their rows
-        # skip the version insert. Forgotten when the definition changes and at every take-over or reload,
-        # so a version pruned meanwhile (claims.prune) is written again before a row names it.
-        self.written: set[str] = set()
+        # Job id -> monotonic instant, from before the transaction that committed its current definition's
+        # version to job_versions: its rows skip the version write for half the hold after it. Forgotten
+        # then, when the definition changes and at every take-over or reload, so a version another
+        # process pruned (claims.prune) is written again before a row names it.
+        self.written: dict[str, float] = {}
+        # (instant, job ids) per committing batch, oldest first: what ``expire`` forgets, without a scan.
+        self._batches: deque[tuple[float, list[str]]] = deque()
+        self._trust = version_hold / 2
+        self._monotonic = monotonic
         # Identical snapshots (a thousand jobs running the same command) share one string.
         self._shared: dict[str, str] = {}
 
+    def expire(self) -> float:
+        """Forget the versions written half a hold ago or more; returns the monotonic now it judged by."""
+        now = self._monotonic()
+        while self._batches and self._batches[0][0] <= now - self._trust:
+            at, job_ids = self._batches.popleft()
+            for job_id in job_ids:
+                if self.written.get(job_id) == at:  # not written again since
+                    del self.written[job_id]
+        return now
+
+    def committed(self, job_ids: Iterable[str], at: float) -> None:
+        """A transaction begun at monotonic ``at`` committed the versions of ``job_ids``' rows: those not
+        known before were written by it."""
+        written = self.written
+        new = [
+            j for j in job_ids if j not in written
+        ]  # a job's repeats (a catch-up) do no harm in ``expire``
+        if new:
+            written.update(dict.fromkeys(new, at))
+            self._batches.append((at, new))
+
     def prepare(self, jobs: Iterable[Job]) -> None:
         self.written.clear()
+        self._batches.clear()
         live: set[str] = set()
         for job in jobs:
             self.of(job)
@@ -308,7 +340,7 @@ class RowValues:
             text = self._shared.setdefault(shared[4], shared[4])
             cached = (job, (*shared[:4], text))
             self._by_job[job.id] = cached
-            self.written.discard(job.id)
+            self.written.pop(job.id, None)
         return cached[1]
 
 

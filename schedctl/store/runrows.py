@@ -4,8 +4,9 @@
 A row is what its tick decided (state, reason, detail, not_before) plus what its job definition shares with
 every other row of it (``Shared``: computed once per definition, see ``dispatch.RowValues``). The job's
 snapshot is not in the row: it is stored once per job version in ``job_versions``, content-addressed, and the
-row names its version. A version row is written (insert-ignore) in the same transaction as, and before, the
-first rows that name it, so a committed run always finds the snapshot it was queued with.
+row names its version. A version row is written in the same transaction as, and before, the first rows that
+name it, so a committed run always finds the snapshot it was queued with; every write, of a new version or of
+one that exists, sets its ``written_at`` to the database's now (see ``VERSION_HOLD`` for why).
 """
 
 from __future__ import annotations
@@ -19,14 +20,27 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState
-from schedctl.store.dialect import insert_ignore_columns
+from schedctl.store.dialect import insert_ignore_columns, select_db_now
 from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
+
+# Seconds a version outlives its last write before pruning may delete it, judged by the database's clock
+# (claims.prune). Prune runs in workers: its NOT EXISTS cannot see a leader's uncommitted rows, and nothing
+# tells it which versions a leader has cached and will name without writing them again. So a leader trusts
+# its record of a committed version (dispatch.RowValues) only for half the hold, by its own monotonic clock
+# from before the transaction that wrote it, then writes it again; every other writer (replay, `schedctl
+# run`) writes the version in the row's own transaction. Hence every run row names a version written less
+# than half a hold before the row's transaction began. Prune deletes only a version no committed row names
+# and last written a full hold ago: for a row naming it to be missed, that row's transaction would have had
+# to stay open for half a hold (a leader's lasts seconds, bounded by its lease), or the database's clock to
+# jump forward half a hold against the leader's.
+VERSION_HOLD = 3600.0
 
 # (version, labels_key, str(concurrency), concurrency, snapshot as canonical JSON text): what every run row of
 # a definition shares.
 Shared = tuple[str, str, str, Concurrency, str]
 
 _JSON_TEXT = frozenset({"snapshot"})
+_REFRESHED = ("written_at",)
 _QUEUED = str(RunState.QUEUED)
 
 
@@ -50,21 +64,23 @@ def shared_values(job: Job) -> Shared:
 
 def write_versions(
     conn: Connection, job_ids: Sequence[str], shared: Sequence[Shared], known: Container[str] = ()
-) -> int:
-    """Insert-ignore the version of each distinct (job id, version) among the rows, once each, leaving out
-    jobs in ``known`` (a leader's record of the versions it committed already). Returns how many were new."""
+) -> None:
+    """Write the version of each distinct (job id, version) among the rows, once each, leaving out jobs in
+    ``known`` (a leader's record of the versions it committed lately): insert it, or refresh the
+    ``written_at`` of the row that exists (see ``VERSION_HOLD``)."""
     pending: dict[tuple[str, str], str] = {}
     for job_id, values in zip(job_ids, shared, strict=True):
         if job_id not in known:
             pending.setdefault((job_id, values[0]), values[4])
     if not pending:
-        return 0
+        return
     columns = {
         "job_id": [k[0] for k in pending],
         "version": [k[1] for k in pending],
         "snapshot": list(pending.values()),
+        "written_at": [select_db_now(conn)] * len(pending),  # one value: sent once, not once per row
     }
-    return insert_ignore_columns(conn, job_versions, columns, json_text=_JSON_TEXT)
+    insert_ignore_columns(conn, job_versions, columns, json_text=_JSON_TEXT, refresh=_REFRESHED)
 
 
 def insert_runs(

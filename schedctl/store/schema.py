@@ -125,13 +125,15 @@ job_runs = Table(
 )
 
 # Each job definition a run was queued with, stored once however many runs name it (content-addressed: see
-# store/runrows.py). Pruning deletes a version once no run row names it (claims.prune).
+# store/runrows.py). Pruning deletes a version once no run row names it and it was last written a hold ago
+# (claims.prune, runrows.VERSION_HOLD).
 job_versions = Table(
     "job_versions",
     metadata,
     Column("job_id", String(255), primary_key=True),
     Column("version", String(VERSION_LENGTH), primary_key=True),
     Column("snapshot", JSON, nullable=False),  # what `Job.snapshot()` gave: command, env, policy
+    Column("written_at", UTCDateTime, nullable=False),  # the database's now at its last write, by anyone
 )
 
 # Per-job memory that must outlive every process: where dispatch resumes, pauses, refusals, history mark.

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,7 @@ def test_upgrading_to_0005_moves_every_snapshot_into_job_versions_once(empty):
     from sqlalchemy import insert, null, select
 
     from schedctl.store import runrows
+    from schedctl.store.dialect import select_db_now
     from schedctl.store.schema import job_runs, job_versions
 
     migrate.upgrade(empty, "0004")
@@ -198,7 +200,11 @@ def test_upgrading_to_0005_moves_every_snapshot_into_job_versions_once(empty):
         versions = conn.execute(select(job_versions.c.job_id, job_versions.c.version)).all()
         moved = [snapshot_of(conn, r["job_id"], r["scheduled_for"]) for r in rows]
         c_versions = conn.execute(select(job_runs.c.version).where(job_runs.c.job_id == "c")).scalars().all()
+        written = set(conn.execute(select(job_versions.c.written_at)).scalars())
+        now = select_db_now(conn)
     assert moved == [r["snapshot"] for r in rows]
+    # The upgrade's now, by the database's clock: pruning leaves the moved versions alone for a hold.
+    assert len(written) == 1 and timedelta(0) <= now - written.pop() < timedelta(minutes=5)
     expected = {
         (j, runrows.version_of(runrows.canonical_snapshot(s)))
         for j, s in (("a", old), ("a", edited), ("b", old))

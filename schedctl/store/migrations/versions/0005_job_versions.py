@@ -8,7 +8,8 @@ Before: every `job_runs` row held its job's whole snapshot (command, env, policy
 every run of an unchanged job. After: `job_versions(job_id, version, snapshot)` holds each distinct snapshot
 of a job once, under the first 16 hex digits of the SHA-256 of its canonical JSON, and `job_runs.version`
 names it. The upgrade moves every existing row's snapshot there, so a run queued before it still runs the
-definition it was queued with.
+definition it was queued with. Each version's `written_at` (the database's now at its last write, which keeps
+pruning off it for a while: store/runrows.py VERSION_HOLD) is the upgrade's now for the moved ones.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mysql, postgresql
 
 revision = "0005"
 down_revision = "0004"
@@ -37,7 +39,28 @@ _runs = sa.table(
     sa.column("snapshot", sa.JSON()),
     sa.column("version"),
 )
-_versions = sa.table("job_versions", sa.column("job_id"), sa.column("version"), sa.column("snapshot"))
+_versions = sa.table(
+    "job_versions", sa.column("job_id"), sa.column("version"), sa.column("snapshot"), sa.column("written_at")
+)
+
+
+def _timestamp() -> sa.types.TypeEngine[Any]:
+    # Frozen copy of UTCDateTime's DDL, as in 0001.
+    return (
+        sa.DateTime()
+        .with_variant(postgresql.TIMESTAMP(timezone=True), "postgresql")
+        .with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+    )
+
+
+def _database_now(conn: sa.engine.Connection) -> Any:
+    """The server's UTC now, in the form each backend stores an instant (frozen copy of dialect.db_now)."""
+    name = conn.dialect.name
+    if name == "postgresql":
+        return conn.exec_driver_sql("SELECT clock_timestamp()").scalar_one()
+    if name == "sqlite":
+        return conn.exec_driver_sql("SELECT strftime('%Y-%m-%d %H:%M:%f000', 'now')").scalar_one()
+    return conn.exec_driver_sql("SELECT UTC_TIMESTAMP(6)").scalar_one()
 
 
 def _version(snapshot: Any) -> tuple[str, str]:
@@ -52,6 +75,7 @@ def upgrade() -> None:
         sa.Column("job_id", sa.String(255), primary_key=True),
         sa.Column("version", sa.String(_LENGTH), primary_key=True),
         sa.Column("snapshot", sa.JSON(), nullable=False),
+        sa.Column("written_at", _timestamp(), nullable=False),
     )
     op.add_column("job_runs", sa.Column("version", sa.String(_LENGTH), nullable=True))
     _move_snapshots(op.get_bind())
@@ -72,6 +96,7 @@ def _move_snapshots(conn: sa.engine.Connection) -> None:
     """Every row's snapshot into job_versions (once per distinct version), and its version into the row, by
     primary key in chunks: one pass over the table whatever its size."""
     r = _runs.c
+    now = _database_now(conn)
     written: set[tuple[str, str]] = set()
     after: tuple[Any, Any] | None = None
     while True:
@@ -89,7 +114,7 @@ def _move_snapshots(conn: sa.engine.Connection) -> None:
             version, text = _version(snapshot)
             if (job_id, version) not in written:
                 written.add((job_id, version))
-                new.append({"job_id": job_id, "version": version, "snapshot": text})
+                new.append({"job_id": job_id, "version": version, "snapshot": text, "written_at": now})
             named.append({"k_job": job_id, "k_at": at, "v": version})
         if new:
             conn.execute(sa.insert(_versions), new)
