@@ -4,8 +4,9 @@ forwarding without closing anything (a silent partition: no data, no FIN, no RST
 Only 127.0.0.1 and namespaces the harness creates (``Namespace``, prefixed with the run's name) are used. A freeze can be armed to fall right after a given statement has been forwarded to the
 server, so the server runs it and then hears nothing more: the leader is cut off *inside* its renewal or its
 fence, holding the row lock. Statements are recognised by their SQL text; psycopg prepares a statement it
-has run five times and then sends only its name (``_pg3_N``), so the link learns those names from the Parse
-messages it forwards and recognises the Bind messages that use them.
+has run five times and then sends only its name (``_pg3_N``). So each connection's pump learns every name
+from the Parse messages it forwards, armed or not (a leader that has fenced five times before the harness
+arms would otherwise never be recognised again), and recognises the Bind messages that use them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-_PREPARED_NAME = re.compile(rb"(_pg3_\d+)\x00$")
+# A Parse message: 'P', its int32 length, the statement's name, its text (each NUL-terminated).
+_PARSE = re.compile(rb"P[\s\S]{4}(_pg3_\d+)\x00([^\x00]*)\x00")
 
 # What a leader's renewal and fence look like on the wire, on every backend.
 RENEWAL = (b"UPDATE scheduler_lease SET",)
@@ -42,7 +44,6 @@ class Link:
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._armed: tuple[bytes, ...] | None = None  # freeze after forwarding a statement with all of these
-        self._names: set[bytes] = set()  # prepared statements whose text matched
         self.frozen_at: float | None = None  # time.time() of the last freeze
         self.delay = 0.0  # seconds added to every chunk, each way
         self._sockets: list[socket.socket] = []
@@ -58,7 +59,6 @@ class Link:
         """Freeze right after forwarding the next client chunk holding ``patterns[0]`` and one of the rest."""
         with self._lock:
             self._armed = tuple(patterns)
-            self._names = set()
             self.frozen_at = None
 
     def heal(self) -> None:
@@ -101,6 +101,7 @@ class Link:
 
     def _pump(self, src: socket.socket, dst: socket.socket, upstream: bool) -> None:
         src.settimeout(0.2)
+        prepared: dict[bytes, bytes] = {}  # this connection's prepared statements: name -> text
         try:
             while not self._closed.is_set():
                 if not self._wait_flowing():
@@ -118,7 +119,9 @@ class Link:
                 if not self._wait_flowing():
                     return
                 dst.sendall(data)
-                if upstream and self._armed is not None and self._matches(data):
+                if upstream:
+                    prepared.update(_PARSE.findall(data))
+                if upstream and self._armed is not None and self._matches(data, prepared):
                     self.freeze()
                     with self._lock:
                         self._armed = None
@@ -135,19 +138,19 @@ class Link:
                 return False
         return not self._closed.is_set()
 
-    def _matches(self, data: bytes) -> bool:
+    def _matches(self, data: bytes, prepared: dict[bytes, bytes]) -> bool:
         armed: Sequence[bytes] | None = self._armed
         if not armed:
             return False
-        first, rest = armed[0], armed[1:]
-        at = data.find(first)
-        if at >= 0 and (not rest or any(p in data for p in rest)):
-            start = data.rfind(b"\x00", 0, at) + 1  # the statement's text starts after the name's NUL
-            named = _PREPARED_NAME.search(data[:start])
-            if named:
-                self._names.add(named.group(1))
+        if _holds(data, armed):
             return True
-        return any(b"\x00" + name + b"\x00" in data for name in self._names)
+        return any(b"\x00" + name + b"\x00" in data for name, text in prepared.items() if _holds(text, armed))
+
+
+def _holds(text: bytes, patterns: Sequence[bytes]) -> bool:
+    """Whether ``text`` holds ``patterns[0]`` and one of the rest."""
+    first, rest = patterns[0], patterns[1:]
+    return first in text and (not rest or any(p in text for p in rest))
 
 
 class Namespace:
