@@ -18,9 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from sqlalchemy import update
-from sqlalchemy.engine import Connection
+from typing import TYPE_CHECKING
 
 from schedctl.errors import ReplayRefused
 from schedctl.job import EventKind, Job, RunState
@@ -28,7 +26,9 @@ from schedctl.lookup import Lookup
 from schedctl.missed import gather, rfc3339
 from schedctl.store import Store, jobstate, runrows
 from schedctl.store import history as h
-from schedctl.store.schema import job_runs
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 log = logging.getLogger("schedctl.replay")
 
@@ -162,16 +162,8 @@ def _dispatch(conn: Connection, job: Job, ticks: list[datetime], now: datetime) 
     )
     # Every tick of the chunk, not just the planned "requeue" ones: a leader may have written a skipped row for
     # a tick since the plan was made, and our insert then did nothing. Rows just inserted are queued: untouched.
-    requeued = conn.execute(
-        update(job_runs)
-        .where(
-            job_runs.c.job_id == job.id,
-            job_runs.c.scheduled_for.in_(ticks),
-            job_runs.c.state == RunState.SKIPPED,
-        )
-        .values(**runrows.requeue_values(conn, job, REPLAYED, now))
-    ).rowcount
-    return inserted + max(0, requeued or 0)
+    requeued = runrows.requeue_skipped(conn, job, ticks, REPLAYED, now)
+    return inserted + requeued
 
 
 def _record(

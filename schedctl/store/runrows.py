@@ -17,6 +17,7 @@ from collections.abc import Container, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
 from schedctl.job import Concurrency, Job, RunState
@@ -126,22 +127,31 @@ def insert_runs(
     return insert_ignore_columns(conn, job_runs, columns)
 
 
-def requeue_values(conn: Connection, job: Job, detail: str | None, now: datetime) -> dict[str, Any]:
-    """What turning an existing (skipped) row into a queued run writes: the row ``insert_runs`` would have
-    written for it, term NULL (no leader dispatched it). Writes the job's version first."""
+def requeue_skipped(
+    conn: Connection, job: Job, instants: Sequence[datetime], detail: str | None, now: datetime
+) -> int:
+    """Turn the skipped rows of ``job`` at ``instants`` into queued runs: the row ``insert_runs`` would have
+    written for each, term NULL (no leader dispatched it). Writes the job's version first; rows in any other
+    state are left alone. Returns how many were requeued."""
     shared = shared_values(job)
     write_versions(conn, [job.id], [shared])
-    return {
-        "state": RunState.QUEUED,
-        "reason": None,
-        "reason_detail": detail,
-        "term": None,
-        "queued_at": now,
-        "not_before": None,
-        "version": shared[0],
-        "labels_key": job.labels_key,
-        "concurrency": str(job.concurrency),
-    }
+    r = job_runs.c
+    requeued = conn.execute(
+        update(job_runs)
+        .where(r.job_id == job.id, r.scheduled_for.in_(list(instants)), r.state == RunState.SKIPPED)
+        .values(
+            state=RunState.QUEUED,
+            reason=None,
+            reason_detail=detail,
+            term=None,
+            queued_at=now,
+            not_before=None,
+            version=shared[0],
+            labels_key=job.labels_key,
+            concurrency=str(job.concurrency),
+        )
+    ).rowcount
+    return max(0, requeued or 0)
 
 
 def queue_runs(conn: Connection, job: Job, instants: Iterable[datetime], manual: bool = False) -> int:

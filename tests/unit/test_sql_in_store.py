@@ -14,13 +14,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "schedctl"
 # The loops that open, hold and hand out connections.
 OWNERS = {"scheduler.py", "worker.py", "service.py", "cli/_store.py", "cli/_session.py"}
 
-# Modules that still import SQLAlchemy, each until the change named. Empty it as they land: an entry that no
-# longer imports it fails below, so the list never outlives its reason.
-STILL_IMPORTING = {
-    "replay.py",  # issue 14 item 3: the queued-run-row insert, unified with dispatch's and claims' in store/
-}
-
-
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
@@ -64,10 +57,8 @@ def importers(package: Path = PACKAGE) -> dict[str, list[int]]:
 
 def test_no_library_module_outside_the_store_imports_sqlalchemy() -> None:
     found = importers()
-    offenders = {name: lines for name, lines in found.items() if name not in OWNERS | STILL_IMPORTING}
+    offenders = {name: lines for name, lines in found.items() if name not in OWNERS}
     assert offenders == {}, f"SQL belongs in schedctl/store/; these import SQLAlchemy (lines): {offenders}"
-    stale = sorted(STILL_IMPORTING - set(found))
-    assert stale == [], f"no longer importing SQLAlchemy: remove {stale} from STILL_IMPORTING"
 
 
 def test_the_scan_sees_imports_in_function_bodies_but_not_type_checking_blocks(tmp_path: Path) -> None:
