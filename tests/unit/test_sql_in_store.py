@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "schedctl"
 # The loops that open, hold and hand out connections.
 OWNERS = {"scheduler.py", "worker.py", "service.py", "cli/_store.py", "cli/_session.py"}
 
+
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
