@@ -38,6 +38,10 @@ from schedctl.store.rows import StateRecord
 
 log = logging.getLogger("schedctl.scheduler")
 
+# Seconds the next fire must be away, beyond twice the last batch's time, for the leader to write job
+# versions ahead of it: a batch must never delay a fire.
+PREWRITE_SLACK = 0.05
+
 
 class Scheduler(Leadership):
     """The leader loop: while leading, plan and dispatch; between passes, sleep until a fire or renewal."""
@@ -60,7 +64,8 @@ class Scheduler(Leadership):
         self._stopping = threading.Event()
         self._plan: Plan | None = None  # None: rebuild from job_state before dispatching again
         self._after_take_over = after_take_over  # serve: gc.freeze() once the term's plan is built
-        self._row_values = dispatch.RowValues()
+        self._row_values = dispatch.RowValues(monotonic=clock.monotonic)
+        self._prewrite_cost = 0.0  # seconds the last batch of version writes took (``_prewrite_versions``)
         # job id -> its counter child: labels() costs more than inc() on a big pass
         self._dispatched: dict[str, Any] = {}
         self._buffer: list[Tick] = []
@@ -111,6 +116,8 @@ class Scheduler(Leadership):
                 self._refresh_held()
             if self._plan is not None:
                 self._dispatch_due()
+            if self._plan is not None:
+                self._prewrite_versions()
         except LeaseTooShort:
             self._next_renew = self.clock.monotonic()  # rolled back, still ours: renew, then write again
         except NotLeader as exc:
@@ -297,6 +304,30 @@ class Scheduler(Leadership):
             if not self._yield_to_renewal():
                 return
             dispatch.advance(self.store, self._fence(), dict(pending[start : start + size]), self.now())
+
+    def _prewrite_versions(self) -> None:
+        """Write job versions between fires, before the ticks that name them, batch by batch while the next
+        fire leaves room for one more (twice what the last batch took, plus ``PREWRITE_SLACK``).
+
+        A boundary then only inserts run rows. A version not written in time (no room: a leader kept busy)
+        is still written by the first batch naming it, in the same transaction: this is speed, not safety.
+        """
+        plan, jobs = self._plan, self._jobs or {}
+        while self._plan is plan and plan is not None and not self._stopping.is_set():
+            nxt = plan.next_fire()
+            if (
+                nxt is not None
+                and (nxt - self.now()).total_seconds() < 2 * self._prewrite_cost + PREWRITE_SLACK
+            ):
+                return
+            if not self._yield_to_renewal():
+                return
+            ids = [j for j in self._row_values.to_prewrite(self.settings.batch_size) if j in jobs]
+            if not ids:
+                return
+            started = self.clock.monotonic()
+            dispatch.write_versions(self.store, self._fence(), [jobs[j] for j in ids], self._row_values)
+            self._prewrite_cost = self.clock.monotonic() - started
 
     # -- held jobs and reloads ---------------------------------------------------------------------------
     def _refresh_held(self) -> None:

@@ -294,7 +294,13 @@ class RowValues:
         # (instant, job ids) per committing batch, oldest first: what ``expire`` forgets, without a scan.
         self._batches: deque[tuple[float, list[str]]] = deque()
         self._trust = version_hold / 2
+        # A version trusted this long is due a rewrite ahead of its expiry, when the leader has room
+        # between fires (``to_prewrite``), so neither a boundary nor the batch after half a hold pays for it.
+        self._refresh_after = version_hold / 4
         self._monotonic = monotonic
+        # Job ids whose current definition's version is not in ``written`` (each id possibly more than once,
+        # or stale: checked when taken), in the order they became so: what ``to_prewrite`` writes first.
+        self._unwritten: deque[str] = deque()
         # Identical snapshots (a thousand jobs running the same command) share one string.
         self._shared: dict[str, str] = {}
 
@@ -306,26 +312,52 @@ class RowValues:
             for job_id in job_ids:
                 if self.written.get(job_id) == at:  # not written again since
                     del self.written[job_id]
+                    self._unwritten.append(job_id)
         return now
 
-    def committed(self, job_ids: Iterable[str], at: float) -> None:
+    def committed(self, job_ids: Iterable[str], at: float, rewritten: bool = False) -> None:
         """A transaction begun at monotonic ``at`` committed the versions of ``job_ids``' rows: those not
-        known before were written by it."""
+        known before were written by it (``rewritten``: all of them were, known or not)."""
         written = self.written
-        new = [
-            j for j in job_ids if j not in written
-        ]  # a job's repeats (a catch-up) do no harm in ``expire``
+        if rewritten:
+            new = list(dict.fromkeys(job_ids))
+        else:
+            new = [
+                j for j in job_ids if j not in written
+            ]  # a job's repeats (a catch-up) do no harm in ``expire``
         if new:
             written.update(dict.fromkeys(new, at))
             self._batches.append((at, new))
 
+    def to_prewrite(self, limit: int) -> list[str]:
+        """Up to ``limit`` job ids whose version should be written now, ahead of the rows that will name it:
+        definitions not written yet (a take-over, a reload, an edit), then those trusted for a quarter hold
+        already, oldest first. Nothing to do costs O(1): a pass with nothing due stays a heap peek."""
+        out: list[str] = []
+        unwritten, written, by_job = self._unwritten, self.written, self._by_job
+        while unwritten and len(out) < limit:
+            job_id = unwritten.popleft()
+            if job_id in by_job and job_id not in written:
+                out.append(job_id)
+        old = self._monotonic() - self._refresh_after
+        batches = self._batches
+        while batches and batches[0][0] <= old and len(out) < limit:
+            at, job_ids = batches.popleft()
+            current = [j for j in job_ids if written.get(j) == at]
+            room = limit - len(out)
+            out.extend(current[:room])
+            if len(current) > room:
+                batches.appendleft((at, current[room:]))
+        return list(dict.fromkeys(out))
+
     def prepare(self, jobs: Iterable[Job]) -> None:
         self.written.clear()
         self._batches.clear()
-        live: set[str] = set()
+        live: dict[str, None] = {}
         for job in jobs:
             self.of(job)
-            live.add(job.id)
+            live[job.id] = None
+        self._unwritten = deque(live)
         # A reload drops definitions: forget their values with them.
         for job_id in [j for j in self._by_job if j not in live]:
             del self._by_job[job_id]
@@ -340,7 +372,8 @@ class RowValues:
             text = self._shared.setdefault(shared[4], shared[4])
             cached = (job, (*shared[:4], text))
             self._by_job[job.id] = cached
-            self.written.pop(job.id, None)
+            if self.written.pop(job.id, None) is not None:
+                self._unwritten.append(job.id)
         return cached[1]
 
 
@@ -352,6 +385,17 @@ def newest_ticks(ticks: Iterable[Tick]) -> dict[str, datetime]:
         if seen is None or tick.scheduled_for > seen:
             newest[tick.job_id] = tick.scheduled_for
     return newest
+
+
+def write_versions(store: Store, fence: Fence, jobs: Sequence[Job], values: RowValues) -> None:
+    """Write (or refresh) the versions of ``jobs``' definitions in one fenced transaction, ahead of the
+    ticks that will name them: the leader fills the gaps between fires with this (``RowValues.to_prewrite``),
+    so a boundary's transactions insert run rows only."""
+    statics = [values.of(job) for job in jobs]
+    started = values.expire()
+    with _fenced(store, fence) as conn:
+        runrows.write_versions(conn, [job.id for job in jobs], statics)
+    values.committed((job.id for job in jobs), started, rewritten=True)
 
 
 def advance(store: Store, fence: Fence, newest: Mapping[str, datetime], now: datetime) -> None:
