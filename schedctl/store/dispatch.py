@@ -82,8 +82,8 @@ def load_held(store: Store) -> dict[str, StateRecord]:
 def record_changes(store: Store, fence: Fence, changes: Sequence[StateChange], now: datetime) -> None:
     """First sight of jobs, schedule changes and file pause flips, with their events, in one fenced
     transaction (the caller splits thousands of them into batches, renewing the lease in between)."""
-    with _fenced(store, fence) as conn:
-        _apply_changes(conn, changes, now)
+    with _fenced(store, fence) as tx:
+        _apply_changes(tx.conn, changes, now)
 
 
 def _apply_changes(conn: Connection, changes: Sequence[StateChange], now: datetime) -> None:
@@ -133,7 +133,8 @@ def dispatch(
     values = RowValues() if row_values is None else row_values
     statics = [values.of(jobs[t.job_id]) for t in ticks]
     started = values.expire()  # before anything is written: the versions' trust runs from no later than this
-    with _fenced(store, fence) as conn:
+    with _fenced(store, fence) as tx:
+        conn = tx.conn
         decided = _apply_concurrency(conn, ticks, statics)
         result = DispatchResult(
             queued=[t for t in decided if t.state is _QUEUED],
@@ -146,22 +147,30 @@ def dispatch(
             jobstate.advance_last_dispatched(conn, result.newest, now)
         if refusals:
             _refuse(conn, refusals, now)
-        if result.queued:
-            wake.notify(conn)
+        tx.wake = bool(result.queued)
     values.committed((t.job_id for t in decided), started)  # the next batches need not write them again
     if result.queued:
         wake.after_commit(store)
     return result
 
 
+@dataclass
+class _Fenced:
+    conn: Connection
+    wake: bool = False  # it queued runs: wake the workers when it commits
+
+
 @contextlib.contextmanager
-def _fenced(store: Store, fence: Fence) -> Iterator[Connection]:
+def _fenced(store: Store, fence: Fence) -> Iterator[_Fenced]:
     """A transaction fenced at both ends: refused first if the term is not current, and checked last,
-    just before COMMIT, to have enough lease left to commit in (``leases.fence_commit``)."""
+    just before COMMIT, to have enough lease left to commit in (``leases.fence_commit``); the workers'
+    wake-up rides on that last check."""
     with store.begin() as conn:
         leases.fence(conn, fence.name, fence.identity, fence.term)
-        yield conn
-        leases.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin)
+        tx = _Fenced(conn)
+        yield tx
+        also = wake.notify_columns(conn) if tx.wake else ()
+        leases.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin, also)
 
 
 def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
@@ -393,15 +402,15 @@ def write_versions(store: Store, fence: Fence, jobs: Sequence[Job], values: RowV
     so a boundary's transactions insert run rows only."""
     statics = [values.of(job) for job in jobs]
     started = values.expire()
-    with _fenced(store, fence) as conn:
-        runrows.write_versions(conn, [job.id for job in jobs], statics)
+    with _fenced(store, fence) as tx:
+        runrows.write_versions(tx.conn, [job.id for job in jobs], statics)
     values.committed((job.id for job in jobs), started, rewritten=True)
 
 
 def advance(store: Store, fence: Fence, newest: Mapping[str, datetime], now: datetime) -> None:
     """The last dispatched ticks of a pass whose claims ``dispatch(advance=False)`` already committed."""
-    with _fenced(store, fence) as conn:
-        jobstate.advance_last_dispatched(conn, newest, now)
+    with _fenced(store, fence) as tx:
+        jobstate.advance_last_dispatched(tx.conn, newest, now)
 
 
 def _refuse(conn: Connection, refusals: Mapping[str, str], now: datetime) -> None:

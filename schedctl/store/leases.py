@@ -8,6 +8,7 @@ the whole argument.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -186,15 +187,20 @@ def fence(conn: Connection, name: str, identity: str, term: int) -> None:
         raise NotLeader(f"lease {name!r} term {term} lapsed at {row.expires_at.isoformat()}")
 
 
-def fence_commit(conn: Connection, name: str, identity: str, term: int, margin: float) -> None:
+def fence_commit(
+    conn: Connection, name: str, identity: str, term: int, margin: float, also: Sequence[Any] = ()
+) -> None:
     """The last statement of a fenced transaction: the lease must outlive this instant by ``margin``.
 
     ``margin`` is the store's commit bound: the server aborts this transaction if its COMMIT arrives
     later than that after this statement, so a commit can only happen while the term is still live.
-    The row lock taken by ``fence()`` is already ours, so this statement waits for nothing.
+    The row lock taken by ``fence()`` is already ours, so this statement waits for nothing. ``also``:
+    columns evaluated in the same statement, only when the lease row matches (``wake.notify_columns``).
     """
     lease = scheduler_lease.c
-    query = select(lease.term, (lease.expires_at > db_now_plus(literal(float(margin)))).label("long_enough"))
+    query = select(
+        lease.term, (lease.expires_at > db_now_plus(literal(float(margin)))).label("long_enough"), *also
+    )
     row = conn.execute(query.where(lease.name == name, lease.holder == identity, lease.term == term)).first()
     if row is None:
         raise NotLeader(f"lease {name!r} term {term} is no longer held by {identity}")

@@ -1,6 +1,6 @@
 """Wake-ups from the scheduler to the workers after a dispatch: one interface over two mechanisms.
 
-The notifier side is ``notify`` (inside the dispatch transaction) and ``after_commit`` (once it committed);
+The notifier side is ``notify_columns`` (inside the dispatch transaction) and ``after_commit`` (once it committed);
 the worker side is a ``Listener`` (``listener_for``): a descriptor for the worker's selector, and ``drain()``
 when it is readable. PostgreSQL has LISTEN/NOTIFY on channel ``CHANNEL``. MySQL/MariaDB have nothing: their
 workers only poll. SQLite gets a stand-in, below.
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Connection
+    from sqlalchemy.sql.elements import ColumnElement
 
     from schedctl.store import Store
 
@@ -40,11 +41,15 @@ Watch = Callable[[int, Any], None]  # the worker's selector: register a descript
 Unwatch = Callable[[int], None]
 
 
-def notify(conn: Connection) -> None:
-    """Inside the transaction that queued runs. PostgreSQL delivers a NOTIFY at commit, and never for a
-    rolled-back transaction, so a worker woken by it sees the rows."""
+def notify_columns(conn: Connection) -> list[ColumnElement[Any]]:
+    """For the last SELECT of the transaction that queued runs (``leases.fence_commit``), so the wake-up
+    costs no round trip of its own. PostgreSQL delivers a notification at commit, and never for a
+    rolled-back transaction, so a worker woken by it sees the rows. Other databases: none."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(f"NOTIFY {CHANNEL}")
+        from sqlalchemy import func, literal
+
+        return [func.pg_notify(literal(CHANNEL), literal(""))]
+    return []
 
 
 def after_commit(store: Store) -> None:

@@ -229,3 +229,30 @@ def test_a_refusal_holds_the_job_and_is_journaled(store: Any) -> None:
         kinds = [r.kind for r in conn.execute(select(job_events).order_by(job_events.c.id))]
         detail = conn.execute(select(job_state.c.refused_detail)).scalar_one()
     assert kinds == ["defined", "refused"] and detail == "too many"
+
+
+def test_workers_are_woken_when_a_dispatch_commits_and_not_when_it_rolls_back(store: Any) -> None:
+    """The wake-up rides on the transaction's last statement (leases.fence_commit): PostgreSQL delivers it
+    at commit only. Other databases have no NOTIFY (their workers poll, SQLite's get a datagram)."""
+    if store.dialect != "postgresql":
+        pytest.skip("only PostgreSQL has LISTEN/NOTIFY")
+    import psycopg
+
+    from schedctl.store import wake
+
+    conninfo = store.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as listener:
+        listener.execute(f"LISTEN {wake.CHANNEL}")
+        fence = _lead(store)
+        j = _job()
+        _define(store, fence, j)
+        assert list(listener.notifies(timeout=0.3)) == []  # no run queued: nobody to wake
+        short = store.bounds.commit_margin - 1.0
+        lease.acquire_or_renew(store, "cron", "a", short)
+        with pytest.raises(LeaseTooShort):
+            dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+        assert list(listener.notifies(timeout=0.3)) == []  # rolled back: no wake-up
+        lease.acquire_or_renew(store, "cron", "a", 30)
+        dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+        woken = list(listener.notifies(timeout=5, stop_after=1))
+        assert [n.channel for n in woken] == [wake.CHANNEL]

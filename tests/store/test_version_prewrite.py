@@ -25,7 +25,8 @@ LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
 def _jobs(n: int, schedule: str = "* * * * *") -> dict[str, Job]:
     jobs = [
-        Job(f"j{i}", schedule, "UTC", CatchUp.SKIP, f"echo {i}", concurrency=Concurrency.ALLOW) for i in range(n)
+        Job(f"j{i}", schedule, "UTC", CatchUp.SKIP, f"echo {i}", concurrency=Concurrency.ALLOW)
+        for i in range(n)
     ]
     return {j.id: j for j in jobs}
 

@@ -111,13 +111,12 @@ def test_a_postgresql_listener_is_watched_drained_and_reopened_after_its_server_
 def test_each_database_gets_its_wake_ups(tmp_path: Path) -> None:
     import types
 
-    sent: list[str] = []
-    pg = types.SimpleNamespace(dialect=types.SimpleNamespace(name="postgresql"), exec_driver_sql=sent.append)
-    wake.notify(pg)
-    wake.notify(
-        types.SimpleNamespace(dialect=types.SimpleNamespace(name="sqlite"), exec_driver_sql=sent.append)
+    pg, lite_conn = (
+        types.SimpleNamespace(dialect=types.SimpleNamespace(name=n)) for n in ("postgresql", "sqlite")
     )
-    assert sent == [f"NOTIFY {wake.CHANNEL}"]  # only PostgreSQL has NOTIFY; SQLite's go after the commit
+    (notify,) = wake.notify_columns(pg)
+    assert str(notify.compile()).startswith("pg_notify(")
+    assert wake.notify_columns(lite_conn) == []  # only PostgreSQL has NOTIFY; SQLite's go after the commit
     watched: dict[int, object] = {}
     lite = types.SimpleNamespace(dialect="sqlite", sqlite_file=str(tmp_path / "a.db"))
     inbox = wake.listener_for(lite, watched.__setitem__, watched.pop, lambda: 0.0)
