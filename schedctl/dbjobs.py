@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, Job
-from schedctl.store import snapshots as remembered
+from schedctl.store import definitions
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
@@ -22,9 +22,9 @@ def jobs_from_database(conn: Connection, job_ids: Sequence[str], now: datetime) 
 
     A job the database knows nothing about is left out; the caller says so.
     """
-    ids = list(job_ids) or remembered.known_job_ids(conn)
-    keys = remembered.schedule_keys(conn, ids)
-    snapshots = remembered.newest_snapshots(conn, ids, now)
+    ids = list(job_ids) or definitions.known_job_ids(conn)
+    keys = definitions.schedule_keys(conn, ids)
+    snapshots = definitions.newest_snapshots(conn, ids, now)
     out: dict[str, Job] = {}
     for job_id in ids:
         job = _rebuild(job_id, keys.get(job_id), snapshots.get(job_id))

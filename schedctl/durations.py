@@ -1,4 +1,5 @@
-"""Durations as people write them: ``"500ms"``, ``"90s"``, ``"2h30m"``, ``"1d"`` or plain seconds."""
+"""Durations as people write them (``"500ms"``, ``"90s"``, ``"2h30m"``, ``"1d"`` or plain seconds) and as every
+view shows them (``span``, ``ago``: `jobs`, `workers`, `leases` and `top` say "4m12s ago" alike)."""
 
 from __future__ import annotations
 
@@ -53,3 +54,26 @@ def format_duration(seconds: float) -> str:
         if count:
             out.append(f"{count}{unit}")
     return "".join(out)
+
+
+def span(seconds: float, *, tenths: bool = False) -> str:
+    """A duration for a glance, its two largest units like systemctl's LEFT column: ``"45s"``, ``"4m12s"``,
+    ``"17h"``, ``"1d3h"``; a negative one is ``"0s"``. ``tenths``: under a minute, to a tenth of a second
+    (``"2.4s"``), for the lease, which renews every few seconds."""
+    seconds = max(0.0, seconds)
+    if tenths and round(seconds, 1) < 60:
+        return f"{seconds:.1f}s"
+    left = round(seconds)
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if parts or count:
+            parts.append(f"{count}{unit}" if count else "")
+        if len(parts) == 2:
+            break
+    return "".join(parts) or "0s"
+
+
+def ago(seconds: float, *, tenths: bool = False) -> str:
+    """``span`` of how long ago: ``"4m12s ago"``."""
+    return f"{span(seconds, tenths=tenths)} ago"

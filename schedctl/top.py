@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from schedctl.job import Role, RunState, WorkerState
@@ -171,7 +171,3 @@ def _finished(conn: Connection, states: tuple[str, ...], newest: str) -> list[Fi
         )
         for row in rows
     ]
-
-
-def age(since: datetime | None, now: datetime) -> timedelta | None:
-    return None if since is None else max(timedelta(0), now - since)

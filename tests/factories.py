@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import insert, select
 
@@ -134,6 +135,21 @@ def snapshot_of(conn, job_id: str, scheduled_for: datetime) -> dict | None:
         .select_from(job_runs.join(job_versions, (v.job_id == r.job_id) & (v.version == r.version)))
         .where(r.job_id == job_id, r.scheduled_for == scheduled_for)
     ).scalar_one_or_none()
+
+
+def count_version_writes(monkeypatch) -> list[list[str]]:
+    """Spy on the store's one writer of job_versions rows: each call that writes versions appends the job ids
+    it wrote, so a test can say which batches wrote a version and which trusted the leader's record."""
+    writes: list[list[str]] = []
+    real = runrows.insert_ignore_columns
+
+    def counting(conn: Any, table: Any, columns: dict[str, list[Any]], **kw: Any) -> int:
+        if table is job_versions:
+            writes.append(columns["job_id"])
+        return real(conn, table, columns, **kw)
+
+    monkeypatch.setattr(runrows, "insert_ignore_columns", counting)
+    return writes
 
 
 def register_worker(store, identity: str = "w1:1:aa", labels: dict[str, str] | None = None) -> None:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
 
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
+from schedctl.durations import ago, span
 
 if TYPE_CHECKING:
     from schedctl.joblist import JobRow
@@ -87,7 +88,7 @@ def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
         job.timezone,
         str(job.catch_up),
         nxt.strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
-        _span(nxt.astimezone(UTC) - now) if nxt else ("paused" if row.paused else "-"),
+        span((nxt - now).total_seconds()) if nxt else ("paused" if row.paused else "-"),
         _ago(row.last_run_at, now) if row.last_run_at else "-",
         row.last_run_state or "-",
     ]
@@ -103,21 +104,10 @@ def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
     return cells
 
 
-def _span(delta: timedelta) -> str:
-    """The two largest units, like systemctl's LEFT column: "4m12s", "17h", "1d3h"."""
-    left = max(0, round(delta.total_seconds()))
-    parts: list[str] = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, left = divmod(left, size)
-        if parts or count:
-            parts.append(f"{count}{unit}" if count else "")
-        if len(parts) == 2:
-            break
-    return "".join(parts) or "0s"
-
-
 def _ago(moment: datetime, now: datetime) -> str:
-    return f"{_span(now - moment)} ago" if moment <= now else moment.strftime("%Y-%m-%d %H:%M:%SZ")
+    if moment > now:  # started after this machine's now (clocks apart): the instant says more than "0s ago"
+        return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+    return ago((now - moment).total_seconds())
 
 
 def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:

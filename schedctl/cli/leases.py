@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
+from schedctl.durations import ago, span
 from schedctl.settings import DEFAULT_LEASE_NAME
 
 TERM_COLUMNS = ("TERM", "HOLDER", "ACQUIRED", "RENEWED", "ENDED", "HOW", "SCHEDCTL", "TZDATA")
@@ -142,17 +143,13 @@ def _summary(report: Any) -> str:
         return f"lease {report.name}: never held (no scheduler has run against this database)"
     if not s.held_at(now):
         return (
-            f"lease {report.name}: no leader; term {s.term} of {s.holder} lapsed {_ago(-s.expires_in(now))} "
-            f"(renewed {_ago(s.renewed_ago(now))}, {s.transitions} transitions)"
+            f"lease {report.name}: no leader; term {s.term} of {s.holder} lapsed {ago(-s.expires_in(now), tenths=True)} "
+            f"(renewed {ago(s.renewed_ago(now), tenths=True)}, {s.transitions} transitions)"
         )
     return (
         f"lease {report.name}: held by {s.holder}, term {s.term}, expires in {s.expires_in(now):.1f}s, "
-        f"renewed {_ago(s.renewed_ago(now))}, duration {s.duration:.0f}s, {s.transitions} transitions"
+        f"renewed {ago(s.renewed_ago(now), tenths=True)}, duration {span(s.duration)}, {s.transitions} transitions"
     )
-
-
-def _ago(seconds: float) -> str:
-    return f"{seconds:.1f}s ago"
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -101,27 +101,14 @@ def _live(read: Any, target: str, interval: float) -> None:
             termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
 
 
-def _span(delta: timedelta | None) -> str:
-    if delta is None:
-        return "-"
-    s = max(0, int(delta.total_seconds()))
-    if s < 120:
-        return f"{s}s"
-    if s < 7200:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 172800:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
 def render(f: Frame, target: str) -> Any:
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    from schedctl.cli.workers import ago, labels_text
+    from schedctl.cli.workers import labels_text
+    from schedctl.durations import ago, span
     from schedctl.job import WorkerState
-    from schedctl.top import age
 
     def table(*columns: str) -> Table:
         t = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
@@ -138,11 +125,11 @@ def render(f: Frame, target: str) -> Any:
     if f.leader_held and f.lease is not None:
         left = f.lease.expires_in(now)
         lead = (
-            f"leader: {f.lease.holder}, term {f.lease.term} for {_span(age(f.lease.acquired_at, now))} "
+            f"leader: {f.lease.holder}, term {f.lease.term} for {span(_secs(f.lease.acquired_at, now))} "
             f"(expires in {left:.0f}s)"
         )
     elif f.lease is not None:
-        lead = f"leader: NONE - term {f.lease.term} of {f.lease.holder} lapsed {_span(age(f.lease.expires_at, now))} ago"
+        lead = f"leader: NONE - term {f.lease.term} of {f.lease.holder} lapsed {ago(_secs(f.lease.expires_at, now))}"
     else:
         lead = "leader: NONE - no scheduler has ever held the lease"
     standbys = f.standbys()
@@ -178,9 +165,9 @@ def render(f: Frame, target: str) -> Any:
                 f"{r.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
                 r.worker or "-",
                 str(r.attempt),
-                _span(age(r.started_at, now)),
-                (_span(age(r.checkpoint_at, now)) + " ago") if r.checkpoint_at else "none",
-                (_span(age(r.heartbeat_at, now)) + " ago") if r.heartbeat_at else "-",
+                span(_secs(r.started_at, now)) if r.started_at else "-",
+                ago(_secs(r.checkpoint_at, now)) if r.checkpoint_at else "none",
+                ago(_secs(r.heartbeat_at, now)) if r.heartbeat_at else "-",
             )
         parts.append(t)
         if f.running_total > len(f.running):
@@ -189,7 +176,7 @@ def render(f: Frame, target: str) -> Any:
             )
     queue = f"\nqueue: {f.queue_depth} due"
     if f.oldest_queued is not None:
-        queue += f", oldest queued {_span(age(f.oldest_queued, now))} ago"
+        queue += f", oldest queued {ago(_secs(f.oldest_queued, now))}"
     if f.without_worker:
         queue += f"; ! {f.without_worker} with no alive worker that may take them (`schedctl status`)"
     parts.append(Text(queue))
@@ -198,7 +185,7 @@ def render(f: Frame, target: str) -> Any:
         t = table("JOB", "ZONE", "LOCAL", "IN")
         for n in f.next_fires:
             local = _local(n.at, n.timezone)
-            t.add_row(n.job_id, n.timezone, local, _span(n.at - now))
+            t.add_row(n.job_id, n.timezone, local, span((n.at - now).total_seconds()))
         parts.append(t)
     else:
         parts.append(Text("none known (no scheduler has led with jobs yet)"))
@@ -213,11 +200,15 @@ def render(f: Frame, target: str) -> Any:
                     f"{row.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
                     row.state,
                     "-" if row.exit_status is None else str(row.exit_status),
-                    _span(age(when, now)) + " ago",
+                    ago(_secs(when, now)),
                     (row.detail or "-").splitlines()[0][:80] if row.detail else "-",
                 )
             parts.append(t)
     return Group(*parts)
+
+
+def _secs(since: datetime, now: datetime) -> float:
+    return (now - since).total_seconds()
 
 
 def _local(at: datetime, zone: str) -> str:

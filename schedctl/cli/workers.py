@@ -10,6 +10,7 @@ import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
 from schedctl.cli._render import utc_text
+from schedctl.durations import ago
 
 if TYPE_CHECKING:
     from schedctl.store.workers import RunningRun, WorkerRecord
@@ -86,16 +87,6 @@ def run_json(r: RunningRun) -> dict[str, Any]:
 
 def labels_text(labels: Mapping[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-"
-
-
-def ago(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s ago"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 172800:
-        return f"{seconds / 3600:.0f} h ago"
-    return f"{seconds / 86400:.0f} d ago"
 
 
 def _row(w: WorkerRecord, wide: bool) -> list[str]:

@@ -364,12 +364,7 @@ def _sqlite_insert_columns(
     )
     count = len(next(iter(columns.values())))
     rows = list(zip(*varying, strict=True)) if varying else [()] * count
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        cursor.executemany(sql, rows)
-        return max(0, cursor.rowcount or 0)
-    finally:
-        cursor.close()
+    return _executemany(conn, sql, rows)
 
 
 def _mysql_insert_columns(
@@ -388,9 +383,14 @@ def _mysql_insert_columns(
     else:
         sql = f"INSERT IGNORE INTO `{table.name}` ({names}) VALUES ({marks})"
     # PyMySQL sends executemany as multi-row statements and sums their counts; an ignored duplicate counts zero.
+    return _executemany(conn, sql, list(zip(*stored, strict=True)))
+
+
+def _executemany(conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
+    """``sql`` once per row on the driver's own cursor (no SQLAlchemy per row); how many rows it changed."""
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
-        cursor.executemany(sql, list(zip(*stored, strict=True)))
+        cursor.executemany(sql, rows)
         return max(0, cursor.rowcount or 0)
     finally:
         cursor.close()

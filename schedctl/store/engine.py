@@ -101,19 +101,13 @@ class Store:
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
         """A transaction; commits on success, rolls back on error, and maps driver errors to StoreError."""
-        try:
-            with self.engine.begin() as conn:
-                yield conn
-        except (OperationalError, DBAPIError) as exc:
-            raise translate_error(exc, self.url) from exc
+        with self._translated(), self.engine.begin() as conn:
+            yield conn
 
     @contextlib.contextmanager
     def connect(self) -> Iterator[Connection]:
-        try:
-            with self.engine.connect() as conn:
-                yield conn
-        except (OperationalError, DBAPIError) as exc:
-            raise translate_error(exc, self.url) from exc
+        with self._translated(), self.engine.connect() as conn:
+            yield conn
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
@@ -124,9 +118,14 @@ class Store:
         Ends in a rollback, never a commit: a server that ended the transaction while the caller computed
         between statements (PostgreSQL's idle-in-transaction bound, minutes of fires in `missed`) has already
         answered every query, and a commit would turn that into an error."""
+        with self._translated(), self.engine.connect() as conn:
+            yield conn.execution_options(**{READ_ONLY: True})
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Driver errors as StoreError, also those raised by the caller's statements inside the block."""
         try:
-            with self.engine.connect() as conn:
-                yield conn.execution_options(**{READ_ONLY: True})
+            yield
         except (OperationalError, DBAPIError) as exc:
             raise translate_error(exc, self.url) from exc
 

@@ -14,7 +14,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, or_, select, update
+from sqlalchemy import ColumnElement, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.store.dialect import id_chunks, in_list, insert_ignore_many
@@ -83,30 +83,28 @@ def advance_last_dispatched(conn: Connection, newest: Mapping[str, datetime], no
 
 def set_paused(conn: Connection, job_id: str, now: datetime, by: str) -> bool:
     """Pause ``job_id`` in the database; False when it was paused there already."""
-    changed = conn.execute(
-        update(job_state)
-        .where(job_state.c.job_id == job_id, job_state.c.paused_at.is_(None))
-        .values(paused_at=now, paused_by=by, updated_at=now)
-    ).rowcount
-    return bool(changed)
+    return _change(conn, job_id, job_state.c.paused_at.is_(None), now, paused_at=now, paused_by=by)
 
 
 def clear_paused(conn: Connection, job_id: str, now: datetime) -> bool:
     """Lift the database's pause of ``job_id``; False when there was none."""
-    changed = conn.execute(
-        update(job_state)
-        .where(job_state.c.job_id == job_id, job_state.c.paused_at.is_not(None))
-        .values(paused_at=None, paused_by=None, updated_at=now)
-    ).rowcount
-    return bool(changed)
+    return _change(conn, job_id, job_state.c.paused_at.is_not(None), now, paused_at=None, paused_by=None)
 
 
 def clear_refusal(conn: Connection, job_id: str, now: datetime) -> bool:
     """Lift the catch-up refusal of ``job_id``; False when there was none."""
+    return _change(
+        conn, job_id, job_state.c.refused_at.is_not(None), now, refused_at=None, refused_detail=None
+    )
+
+
+def _change(
+    conn: Connection, job_id: str, pending: ColumnElement[bool], now: datetime, **values: Any
+) -> bool:
+    """Write ``values`` to the row of ``job_id`` where ``pending`` says the change is still to be made; False
+    when it was made already, so a second pause or resume says so instead of journalling a change again."""
     changed = conn.execute(
-        update(job_state)
-        .where(job_state.c.job_id == job_id, job_state.c.refused_at.is_not(None))
-        .values(refused_at=None, refused_detail=None, updated_at=now)
+        update(job_state).where(job_state.c.job_id == job_id, pending).values(updated_at=now, **values)
     ).rowcount
     return bool(changed)
 

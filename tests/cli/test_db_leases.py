@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -179,6 +180,8 @@ def test_leases_text_shows_a_lapsed_lease_and_the_terms(capsys, store):
     assert code == 0 and lines[0].startswith(
         f"lease cron: no leader; term {result.term} of host-a:1:aa lapsed"
     )
+    # Seconds to a tenth under a minute (durations.span): lapsed 2 s ago, renewed as it was taken.
+    assert re.match(r".* lapsed \d+\.\ds ago \(renewed \d+\.\ds ago, 0 transitions\)$", lines[0]), lines[0]
     assert lines[2].split() == ["TERM", "HOLDER", "ACQUIRED", "RENEWED", "ENDED", "HOW", "SCHEDCTL", "TZDATA"]
     assert lines[3].split()[:2] == ["1", "host-a:1:aa"] and lines[3].split()[4:6] == ["-", "-"]
     doc = json.loads(run(capsys, "leases", "--json", "--db", _url(store))[1])

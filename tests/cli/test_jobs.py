@@ -10,10 +10,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
 from click.testing import CliRunner
 
 from schedctl.cli import main
+from schedctl.job import CatchUp, Job
 
 JOBS = """\
 [jobs.nightly]
@@ -146,21 +148,9 @@ def test_jobs_jsonl_and_wide(jobs_file: Path, tmp_path: Path) -> None:
 
 
 def _insert_runs(store: Any, rows: list[tuple[str, datetime, str]]) -> None:
-    from schedctl.store.schema import job_runs
-
     with store.begin() as conn:
         for job_id, at, state in rows:
-            conn.execute(
-                job_runs.insert().values(
-                    job_id=job_id,
-                    scheduled_for=at,
-                    state=state,
-                    queued_at=at,
-                    manual=False,
-                    attempt=1,
-                    failures=0,
-                )
-            )
+            factories.add_runs(conn, Job(job_id, "* * * * *", "UTC", CatchUp.SKIP, "true"), [at], state)
 
 
 def test_jobs_shows_the_last_run_from_the_database(jobs_file: Path, db_url: str, store: Any) -> None:
@@ -176,18 +166,9 @@ def test_jobs_shows_the_last_run_from_the_database(jobs_file: Path, db_url: str,
             ("other", t + timedelta(days=1), "succeeded"),  # a job no longer in the file
         ],
     )
-    from schedctl.store.schema import job_state
-
+    minutely = Job("minutely", "* * * * *", "Asia/Kolkata", CatchUp.ALL, "date")
     with store.begin() as conn:  # `schedctl pause minutely`, as the database records it
-        conn.execute(
-            job_state.insert().values(
-                job_id="minutely",
-                schedule_key="* * * * *|Asia/Kolkata|",
-                defined_at=t,
-                updated_at=t,
-                paused_at=t,
-            )
-        )
+        factories.add_state(conn, minutely, t, None, paused_at=t)
     code, out, err = run(["jobs", "--jobs", str(jobs_file), "--db", db_url, "--json"])
     assert (code, err) == (0, "")
     rows = {r["id"]: r for r in json.loads(out)}

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from factories import add_term
-from sqlalchemy import func, insert, select
+from factories import add_runs, add_state, add_term
+from sqlalchemy import func, select
 
 from schedctl.cli import cli, main
 from schedctl.errors import JobNotFound
+from schedctl.job import CatchUp, Job
 from schedctl.jobcontrol import actor
 from schedctl.store import open_store
-from schedctl.store.dialect import insert_ignore
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms
 
@@ -52,36 +52,11 @@ def env(tmp_path: Path) -> dict[str, str]:
     upgrade(store)
     lapsed = BASE - timedelta(hours=3) + timedelta(seconds=131)
     with store.begin() as conn:
-        for job_id in ("billing", "cache"):
-            conn.execute(
-                insert(job_state).values(
-                    job_id=job_id,
-                    schedule_key="*/10 * * * *|UTC|",
-                    defined_at=BASE - timedelta(hours=6),
-                    last_dispatched=BASE - timedelta(hours=3),
-                    paused_by_file=False,
-                    updated_at=BASE - timedelta(hours=3),
-                )
-            )
         ticks = [BASE - timedelta(hours=6) + timedelta(minutes=10 * i) for i in range(1, 19)]  # .. BASE-3h
-        rows = [
-            dict(
-                job_id=j,
-                scheduled_for=t,
-                state="succeeded",
-                manual=False,
-                term=1,
-                attempt=1,
-                failures=0,
-                queued_at=t,
-                started_at=t,
-                finished_at=t + timedelta(seconds=2),
-                exit_status=0,
-            )
-            for j in ("billing", "cache")
-            for t in ticks
-        ]
-        insert_ignore(conn, job_runs, rows)
+        for job_id in ("billing", "cache"):
+            job = Job(job_id, "*/10 * * * *", "UTC", CatchUp.SKIP, "true")
+            add_state(conn, job, BASE - timedelta(hours=6), BASE - timedelta(hours=3))
+            add_runs(conn, job, ticks)
         add_term(conn, 1, "host-b:4711", BASE - timedelta(hours=7), lapsed, current=True)
     store.dispose()
     return {"jobs": str(jobs), "db": url}
@@ -322,4 +297,4 @@ def test_pause_and_resume(env):
             select(job_state.c.paused_at).where(job_state.c.job_id == "cache")
         ).scalar_one()
     store.dispose()
-    assert kinds == ["paused", "resumed"] and paused_at is None
+    assert kinds == ["defined", "paused", "resumed"] and paused_at is None  # after the seeded first sight

@@ -8,15 +8,14 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import factories
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import insert
 
 from schedctl.cli import cli
 from schedctl.job import CatchUp, Job
 from schedctl.store import claims, open_store, parse_url
 from schedctl.store.migrate import upgrade
-from schedctl.store.schema import job_state
 
 
 def invoke(*args: str):
@@ -51,20 +50,8 @@ def known(tmp_path, monkeypatch):
     ]
     now = datetime.now(UTC).replace(microsecond=0)
     with store.begin() as conn:
-        conn.execute(
-            insert(job_state),
-            [
-                dict(
-                    job_id=j.id,
-                    schedule_key=j.schedule_key,
-                    defined_at=now - timedelta(days=1),
-                    last_dispatched=None,
-                    paused_by_file=False,
-                    updated_at=now,
-                )
-                for j in jobs
-            ],
-        )
+        for j in jobs:
+            factories.add_state(conn, j, now - timedelta(days=1), None)
         claims.queue_runs(conn, jobs[0], [now - timedelta(hours=2)])
     store.dispose()
     return url

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
+import factories
 from sqlalchemy import select, update
 
 from schedctl.job import CatchUp, Concurrency, Job
@@ -102,16 +103,8 @@ def test_forbid_skips_a_run_the_exclusive_index_refuses(store):
         claims.queue_runs(conn, job("f", concurrency=Concurrency.FORBID), ticks(1))
         claims.queue_runs(conn, job("a"), ticks(1, T0 + timedelta(hours=1)))
         # A finished row that still holds the exclusive slot, as a concurrent claimer would.
-        conn.execute(
-            job_runs.insert().values(
-                job_id="f",
-                scheduled_for=T0 - timedelta(days=1),
-                state="succeeded",
-                queued_at=T0,
-                exclusive=1,
-                labels_key="",
-                concurrency="forbid",
-            )
+        factories.add_runs(
+            conn, job("f", concurrency=Concurrency.FORBID), [T0 - timedelta(days=1)], exclusive=1
         )
     assert [c.job_id for c in claim(store)] == ["a"]
     assert [r["state"] for r in rows(store, "f")] == ["succeeded", "queued"]

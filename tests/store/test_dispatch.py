@@ -8,7 +8,7 @@ from typing import Any
 
 import factories
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from schedctl import lease
 from schedctl.errors import LeaseTooShort, NotLeader
@@ -116,29 +116,18 @@ def test_an_expired_lease_fences_its_own_holder(store: Any) -> None:
         dispatch(store, fence, [_queued("j", T0)], {"j": _job()}, T0)
 
 
-def _active_run(store: Any, job: Job, at: datetime, state: str) -> None:
+def _running(store: Any, *jobs: Job) -> None:
+    """A run of each job at T0 that a worker holds."""
     with store.begin() as conn:
-        conn.execute(
-            insert(job_runs).values(
-                job_id=job.id,
-                scheduled_for=at,
-                state=state,
-                manual=False,
-                attempt=1,
-                failures=0,
-                queued_at=at,
-                labels_key="",
-                concurrency=str(job.concurrency),
-                cancel_requested=False,
-            )
-        )
+        for job in jobs:
+            factories.add_runs(conn, job, [T0], "running")
 
 
 def test_forbid_records_the_tick_as_skipped_while_a_run_is_active(store: Any) -> None:
     fence = _lead(store)
     j = _job(concurrency=Concurrency.FORBID)
     _define(store, fence, j)
-    _active_run(store, j, T0, "running")
+    _running(store, j)
     result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
     assert [t.reason for t in result.skipped] == ["concurrency"]
     assert _rows(store)[-1][2:] == ("skipped", "concurrency")
@@ -175,7 +164,7 @@ def test_forbid_never_skips_the_late_ticks_of_a_catch_up_pass(store: Any) -> Non
     fence = _lead(store)
     j = _job(concurrency=Concurrency.FORBID)
     _define(store, fence, j)
-    _active_run(store, j, T0, "running")
+    _running(store, j)
     ticks = [Tick("j", T0 + timedelta(minutes=k), RunState.QUEUED, late=True) for k in (1, 2)]
     dispatch(store, fence, ticks, {"j": j}, T0)
     assert [r[2] for r in _rows(store)] == ["running", "queued", "queued"]  # the worker runs them one by one
@@ -185,7 +174,7 @@ def test_replace_does_not_cancel_the_executing_run_for_a_late_tick(store: Any) -
     fence = _lead(store)
     j = _job(concurrency=Concurrency.REPLACE)
     _define(store, fence, j)
-    _active_run(store, j, T0, "running")
+    _running(store, j)
     dispatch(store, fence, [Tick("j", T0 + timedelta(minutes=1), RunState.QUEUED, late=True)], {"j": j}, T0)
     with store.connect() as conn:
         flag = conn.execute(
@@ -199,8 +188,7 @@ def test_replace_asks_the_active_run_to_stop_and_queues_the_new_one(store: Any) 
     j = _job(concurrency=Concurrency.REPLACE)
     other = _job("other", concurrency=Concurrency.ALLOW)
     _define(store, fence, j, other)
-    _active_run(store, j, T0, "running")
-    _active_run(store, other, T0, "running")
+    _running(store, j, other)
     dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j, "other": other}, T0)
     with store.connect() as conn:
         flags = dict(

@@ -6,13 +6,14 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import factories
 from sqlalchemy import func, select, update
 
 from schedctl import lease
 from schedctl.job import CatchUp, Concurrency, Job, RunState
 from schedctl.planner import Tick
 from schedctl.replay import ReplayPlan, ReplayTick, replay
-from schedctl.store import claims, runrows
+from schedctl.store import claims
 from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes
 from schedctl.store.schema import job_runs, job_versions
 
@@ -49,15 +50,7 @@ def test_a_version_is_written_once_for_many_runs_across_batches(store: Any, monk
     jobs = [_job("a"), _job("b", "echo b")]
     record_changes(store, fence, [StateChange(j.id, "defined", j.schedule_key) for j in jobs], T0)
     values = RowValues()
-    writes: list[list[str]] = []
-    real = runrows.insert_ignore_columns
-
-    def counting(conn: Any, table: Any, columns: dict[str, list[Any]], **kw: Any) -> int:
-        if table is job_versions:
-            writes.append(columns["job_id"])
-        return real(conn, table, columns, **kw)
-
-    monkeypatch.setattr(runrows, "insert_ignore_columns", counting)
+    writes = factories.count_version_writes(monkeypatch)
     for minute in range(1, 6):
         _dispatch(store, fence, jobs, minute, values)
     assert writes == [["a", "b"]]  # the first batch wrote both versions; the leader knew them afterwards

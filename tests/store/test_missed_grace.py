@@ -8,18 +8,15 @@ the 12:10 run, and, unless a test adds one, no leader came since.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
-from factories import add_term
-from sqlalchemy import insert
+from factories import add_runs, add_state, add_term
 
 from schedctl.job import CatchUp, Job
 from schedctl.missed import missed
 from schedctl.replay import plan_replay
 from schedctl.status import job_status
-from schedctl.store.dialect import insert_ignore
-from schedctl.store.schema import job_runs, job_state
 
 MINUTELY = Job(id="minutely", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.ALL, command="true")
 
@@ -28,37 +25,10 @@ def T(hour: int, minute: int, second: int = 0) -> datetime:
     return datetime(2026, 3, 1, hour, minute, second, tzinfo=UTC)
 
 
-def _row(t: datetime, state: str = "succeeded") -> dict:
-    row = dict(
-        job_id=MINUTELY.id,
-        scheduled_for=t,
-        state=state,
-        manual=False,
-        term=1,
-        attempt=1 if state != "queued" else 0,
-        failures=0,
-        queued_at=t,
-        labels_key="",
-        concurrency="forbid",
-    )
-    if state == "succeeded":
-        row.update(started_at=t, finished_at=t + timedelta(seconds=1), exit_status=0)
-    return row
-
-
 def seed(store, grace: float | None) -> None:
     with store.begin() as conn:
-        conn.execute(
-            insert(job_state).values(
-                job_id=MINUTELY.id,
-                schedule_key=MINUTELY.schedule_key,
-                defined_at=T(12, 0),
-                last_dispatched=T(12, 10),
-                paused_by_file=False,
-                updated_at=T(12, 10),
-            )
-        )
-        insert_ignore(conn, job_runs, [_row(T(12, m)) for m in range(1, 11)])
+        add_state(conn, MINUTELY, T(12, 0), T(12, 10))
+        add_runs(conn, MINUTELY, [T(12, m) for m in range(1, 11)])
         add_term(conn, 1, "host-1:1:aa", T(11, 55), T(12, 10, 30), current=True, grace=grace)
 
 
@@ -93,7 +63,7 @@ def test_a_tick_a_long_grace_leader_dispatched_late_is_not_missed_by_the_leader_
     seed(store, 60.0)
     with store.begin() as conn:
         add_term(conn, 2, "host-2:1:aa", T(12, 14, 30), T(12, 30), current=True, grace=300.0)
-        insert_ignore(conn, job_runs, [_row(T(12, m), "queued") for m in range(11, 15)])
+        add_runs(conn, MINUTELY, [T(12, m) for m in range(11, 15)], "queued")
     now = T(12, 14, 40)
     assert readers(store, now) == ([], [], [])
     ticks = missed(store, MINUTELY, T(12, 1), now, now, late=True)

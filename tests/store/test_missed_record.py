@@ -16,8 +16,8 @@ import re
 from datetime import datetime, timedelta
 
 import pytest
-from factories import add_term
-from sqlalchemy import func, insert, select, update
+from factories import add_runs, add_state, add_term, run_row
+from sqlalchemy import func, select, update
 
 from schedctl import planner
 from schedctl.cron import schedule_for
@@ -34,32 +34,12 @@ GRACE = 60.0
 DAY = 86400
 
 
-def _row(t: datetime, state: str, reason=None, detail=None) -> dict:
-    row = dict(
-        job_id=PULSE.id,
-        scheduled_for=t,
-        state=state,
-        reason=None if reason is None else str(reason),
-        reason_detail=detail,
-        manual=False,
-        term=1,
-        attempt=0 if state == "skipped" else 1,
-        failures=0,
-        queued_at=t,
-        labels_key="",
-        concurrency=str(PULSE.concurrency),
-    )
-    if state == "succeeded":
-        row.update(started_at=t, finished_at=t, exit_status=0)
-    return row
-
-
 def _ran(store, ticks: list[datetime], prune_every: int = 10, keep_missed: float = 7 * DAY) -> None:
     """The ticks run and succeed, one by one; the worker prunes every ``prune_every`` of them."""
     for start in range(0, len(ticks), prune_every):
         chunk = ticks[start : start + prune_every]
         with store.begin() as conn:
-            insert_ignore(conn, job_runs, [_row(t, "succeeded") for t in chunk])
+            add_runs(conn, PULSE, chunk)
             conn.execute(
                 update(job_state).where(job_state.c.job_id == PULSE.id).values(last_dispatched=max(chunk))
             )
@@ -76,16 +56,7 @@ def day_old_outage(store, keep_missed: float = 7 * DAY) -> tuple[datetime, list[
     defined = down - timedelta(seconds=100)
     before = [defined + timedelta(seconds=i) for i in range(1, 101)]  # ran: .. down
     with store.begin() as conn:
-        conn.execute(
-            insert(job_state).values(
-                job_id=PULSE.id,
-                schedule_key=PULSE.schedule_key,
-                defined_at=defined,
-                last_dispatched=defined,
-                paused_by_file=False,
-                updated_at=defined,
-            )
-        )
+        add_state(conn, PULSE, defined, defined)
         add_term(conn, 1, "host-1:1:aa", defined - timedelta(seconds=5), down, down, "expired", grace=GRACE)
         add_term(conn, 2, "host-2:1:aa", recovered, db_now + timedelta(seconds=15), grace=GRACE)
     _ran(store, before, keep_missed=keep_missed)
@@ -96,7 +67,11 @@ def day_old_outage(store, keep_missed: float = 7 * DAY) -> tuple[datetime, list[
     late = [t.scheduled_for for t in plan.ticks if t.queued]
     assert len(skipped) == planner.MAX_SKIPPED_ROWS and win.missed_more
     with store.begin() as conn:
-        insert_ignore(conn, job_runs, [_row(t.scheduled_for, "skipped", t.reason, t.detail) for t in skipped])
+        skips = [
+            run_row(PULSE, t.scheduled_for, "skipped", reason=str(t.reason), reason_detail=t.detail)
+            for t in skipped
+        ]
+        insert_ignore(conn, job_runs, skips)
     after = [recovered + timedelta(seconds=i) for i in range(1, 200)]  # every tick since: 199 runs
     _ran(store, late + after, keep_missed=keep_missed)
     outage = [down + timedelta(seconds=i) for i in range(1, DAY - int(GRACE))]  # older than the grace

@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import factories
 from sqlalchemy import literal, select, update
 
 from schedctl import lease
@@ -106,15 +107,7 @@ def test_within_half_a_hold_the_leader_trusts_its_record_and_pruning_cannot_dele
     fence = _lead(store, leader)
     clock = FakeMonotonic()
     values = RowValues(version_hold=HOLD, monotonic=clock)
-    writes: list[list[str]] = []
-    real = runrows.insert_ignore_columns
-
-    def counting(conn: Any, table: Any, columns: dict[str, list[Any]], **kw: Any) -> int:
-        if table is job_versions:
-            writes.append(columns["job_id"])
-        return real(conn, table, columns, **kw)
-
-    monkeypatch.setattr(runrows, "insert_ignore_columns", counting)
+    writes = factories.count_version_writes(monkeypatch)
     _dispatch(store, fence, leader, 1, values)
     with store.begin() as conn:
         claims.queue_runs(
