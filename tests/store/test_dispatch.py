@@ -8,6 +8,7 @@ from typing import Any
 
 import factories
 import pytest
+from conftest import ENV_FOR
 from sqlalchemy import select
 
 from schedctl import lease
@@ -219,15 +220,44 @@ def test_a_refusal_holds_the_job_and_is_journaled(store: Any) -> None:
     assert kinds == ["defined", "refused"] and detail == "too many"
 
 
-def test_workers_are_woken_when_a_dispatch_commits_and_not_when_it_rolls_back(store: Any) -> None:
+@pytest.fixture
+def pg_database_store() -> Any:
+    """A store in a PostgreSQL database of its own: NOTIFY channels are per database, so the suite's shared
+    database (one schema per test) would let any other process's wake-ups in."""
+    import os
+    import uuid
+
+    from sqlalchemy import create_engine, make_url, text
+
+    from schedctl.store import open_store, parse_url
+    from schedctl.store.migrate import upgrade
+
+    base = os.environ.get(ENV_FOR["postgresql"])
+    if not base:
+        pytest.skip(f"{ENV_FOR['postgresql']} is not set")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(parse_url(base), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    st = open_store(make_url(base).set(database=name).render_as_string(hide_password=False))
+    try:
+        upgrade(st)
+        yield st
+    finally:
+        st.dispose()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_workers_are_woken_when_a_dispatch_commits_and_not_when_it_rolls_back(pg_database_store: Any) -> None:
     """The wake-up rides on the transaction's last statement (leases.fence_commit): PostgreSQL delivers it
     at commit only. Other databases have no NOTIFY (their workers poll, SQLite's get a datagram)."""
-    if store.dialect != "postgresql":
-        pytest.skip("only PostgreSQL has LISTEN/NOTIFY")
     import psycopg
 
     from schedctl.store import wake
 
+    store = pg_database_store
     conninfo = store.url.set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as listener:
         listener.execute(f"LISTEN {wake.CHANNEL}")
