@@ -138,6 +138,7 @@ class Result:
     rate: float  # runs/s
     worker_ms: float  # CPU per run: the worker processes
     child_ms: float  # the jobs they ran
+    guard_ms: float  # the workers' watchdogs (schedctl.groupguard), told of every job's start and end
     db_ms: float  # the PostgreSQL server (0 for SQLite: it runs inside the workers)
     busy: float  # the whole machine's busy fraction of its CPUs over the window
 
@@ -160,6 +161,7 @@ def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str, prof
             base = datetime.now(UTC) - timedelta(hours=1)
             idle_cpu = sum(_cpu_seconds(proc.pid) for proc in procs)  # start-up: imports, connecting
             idle_children = sum(_cpu_seconds(proc.pid, children=True) for proc in procs)
+            guards_before = _guard_cpu(procs)
             db_before, machine_before = _postgres_cpu(), _machine_busy()
             start = time.perf_counter()
             with db.store.begin() as conn:
@@ -178,6 +180,7 @@ def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str, prof
             elapsed = time.perf_counter() - start
             cpu = sum(_cpu_seconds(proc.pid) for proc in procs) - idle_cpu
             children = sum(_cpu_seconds(proc.pid, children=True) for proc in procs) - idle_children
+            guard_cpu = _guard_cpu(procs) - guards_before
             db_cpu = _postgres_cpu() - db_before if backend == "postgresql" else 0.0
             busy_after, total_after = _machine_busy()
             busy = (busy_after - machine_before[0]) / max(1, total_after - machine_before[1])
@@ -188,7 +191,7 @@ def measure(backend: str, workers: int, runs: int, slots: int, pg_url: str, prof
                 proc.wait(30)
             db.close()
     ms = 1000 / runs
-    return Result(runs / elapsed, cpu * ms, children * ms, db_cpu * ms, busy)
+    return Result(runs / elapsed, cpu * ms, children * ms, guard_cpu * ms, db_cpu * ms, busy)
 
 
 def _cpu_seconds(pid: int, children: bool = False) -> float:
@@ -197,6 +200,23 @@ def _cpu_seconds(pid: int, children: bool = False) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     first = 13 if children else 11
     return (int(fields[first]) + int(fields[first + 1])) / TICK
+
+
+def _guard_cpu(procs: list[subprocess.Popen[bytes]]) -> float:
+    """CPU so far of the workers' live watchdog processes (each worker's child running schedctl.groupguard)."""
+    total = 0.0
+    for proc in procs:
+        try:
+            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                if b"schedctl.groupguard" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                    total += _cpu_seconds(int(kid))
+            except (OSError, IndexError):
+                continue
+    return total
 
 
 def _postgres_cpu() -> float:
@@ -242,11 +262,12 @@ def main() -> None:
         "bare = subprocess.run(['true']) in a loop, measured right before and after each row (the machine is"
     )
     print("shared, so the spawn rate moves; each ratio is against the mean of its own two measurements)")
-    print("CPU ms per run: worker = the worker processes, jobs = their children, db = the PostgreSQL server;")
+    print("CPU ms per run: worker = the worker processes, jobs = their children, guard = their watchdogs,")
+    print("db = the PostgreSQL server;")
     print("busy = the whole machine over the window, of its CPUs")
     print(
         f"{'backend':<11} {'workers':>7} {'slots':>5} {'runs':>6} {'runs/s':>8} {'bare/s':>7} {'ratio':>6} "
-        f"{'goal':>5} {'met':>4} {'worker':>7} {'jobs':>6} {'db':>6} {'busy':>5}"
+        f"{'goal':>5} {'met':>4} {'worker':>7} {'jobs':>6} {'guard':>6} {'db':>6} {'busy':>5}"
     )
     missed = False
     for backend in args.backends.split(","):
@@ -260,7 +281,7 @@ def main() -> None:
             print(
                 f"{backend:<11} {workers:>7} {args.slots:>5} {args.runs:>6} {r.rate:>8.0f} {bare:>7.0f} "
                 f"{r.rate / bare:>6.0%} {goal:>5.0%} {'yes' if met else 'NO':>4} {r.worker_ms:>7.2f} "
-                f"{r.child_ms:>6.2f} {r.db_ms:>6.2f} {r.busy:>5.0%}",
+                f"{r.child_ms:>6.2f} {r.guard_ms:>6.2f} {r.db_ms:>6.2f} {r.busy:>5.0%}",
                 flush=True,
             )
     print(f"load average after: {os.getloadavg()[0]:.1f}")
