@@ -206,10 +206,12 @@ def _guard_cpu(procs: list[subprocess.Popen[bytes]]) -> float:
     """CPU so far of the workers' live watchdog processes (each worker's child running schedctl.groupguard)."""
     total = 0.0
     for proc in procs:
-        try:
-            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        except OSError:
-            continue
+        kids = []
+        for task in Path(f"/proc/{proc.pid}/task").glob("*/children"):  # the worker thread starts it
+            try:
+                kids += task.read_text().split()
+            except OSError:
+                continue
         for kid in kids:
             try:
                 if b"schedctl.groupguard" in Path(f"/proc/{kid}/cmdline").read_bytes():
