@@ -31,10 +31,10 @@ class RunReporter:
         self.settings = settings
         self._hooks = Hooks(settings.run_as_job_user)
         self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
-        self._series_cache: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
+        self._series_cache: dict[tuple[str, str], tuple[Any, Any, Any | None]] = {}
         self._series_until = 0.0
 
-    def _series(self, job_id: str, state: str) -> tuple[Any, Any, Any]:
+    def _series(self, job_id: str, state: str) -> tuple[Any, Any, Any | None]:
         """The run metrics' children for a job and state: ``labels()`` takes a lock and maps the job id
         (metrics.JOB_SERIES) on every call, three calls a run. Looked up again every ``SERIES_FOR``
         seconds, so a job counted under the cap's overflow series is not stuck there."""
@@ -48,7 +48,8 @@ class RunReporter:
             series = (
                 metrics.RUNS_FINISHED.labels(job_id=job_id, state=state),
                 metrics.RUN_DURATION.labels(job_id=job_id),
-                metrics.LAST_SUCCESS.labels(job_id=job_id),
+                # Only a success creates the job's last-success series: a never-succeeded job has none.
+                metrics.LAST_SUCCESS.labels(job_id=job_id) if state == RunState.SUCCEEDED else None,
             )
             self._series_cache[key] = series
         return series
@@ -106,7 +107,7 @@ class RunReporter:
         finished, durations, last_success = self._series(o.job_id, o.state)
         finished.inc()
         durations.observe(duration)
-        if o.state == RunState.SUCCEEDED:
+        if last_success is not None:
             last_success.set(time.time())
         if snapshot is not None:
             # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
