@@ -108,7 +108,7 @@ def claim(
         return []
     stale_query, queued_query = _candidate_queries(tuple(labels))
     # Stale runs first: they were due before anything still queued behind them.
-    rows: list[Any] = []  # locked, not yet claimed
+    rows: list[Any] = []  # every candidate locked here; its forbid ones are claimed last, one by one
     claimed: list[ClaimedRun] = []
     if take_stale:
         stale = stale_query.params(limit=limit, stale=-float(stale_after))
