@@ -264,13 +264,14 @@ class Execution:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if checkpoint is not None:
             _write_private(self.checkpoint_file, self._saved_checkpoint_text or "")
-        elif self.checkpoint_file.exists():
-            self.checkpoint_file.unlink()
+        else:
+            self.checkpoint_file.unlink(missing_ok=True)  # one call, not exists() then unlink()
         if owner is not None:
             os.chown(folder, owner.pw_uid, owner.pw_gid)
-            if self.checkpoint_file.exists():
+            if checkpoint is not None:
                 os.chown(self.checkpoint_file, owner.pw_uid, owner.pw_gid)
-        self._checkpoint_mtime = _mtime(self.checkpoint_file)
+        # Nothing else writes the file before the job starts: without a checkpoint there is none to stat.
+        self._checkpoint_mtime = None if checkpoint is None else _mtime(self.checkpoint_file)
 
     def pump(self) -> bool:
         """Read what the job printed so far; False once its output is closed (EOF)."""

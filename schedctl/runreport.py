@@ -21,6 +21,8 @@ from schedctl.store import claims
 
 log = logging.getLogger("schedctl.worker")
 
+SERIES_FOR = 60.0  # seconds a job's metric series are reused before being looked up again
+
 
 class RunReporter:
     """Owns the worker's hook runner and mailer, which outlive the runs they report on."""
@@ -29,6 +31,28 @@ class RunReporter:
         self.settings = settings
         self._hooks = Hooks(settings.run_as_job_user)
         self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
+        self._series_cache: dict[tuple[str, str], tuple[Any, Any, Any | None]] = {}
+        self._series_until = 0.0
+
+    def _series(self, job_id: str, state: str) -> tuple[Any, Any, Any | None]:
+        """The run metrics' children for a job and state: ``labels()`` takes a lock and maps the job id
+        (metrics.JOB_SERIES) on every call, three calls a run. Looked up again every ``SERIES_FOR``
+        seconds, so a job counted under the cap's overflow series is not stuck there."""
+        now = time.monotonic()
+        if now >= self._series_until:
+            self._series_cache.clear()
+            self._series_until = now + SERIES_FOR
+        key = (job_id, state)
+        series = self._series_cache.get(key)
+        if series is None:
+            series = (
+                metrics.RUNS_FINISHED.labels(job_id=job_id, state=state),
+                metrics.RUN_DURATION.labels(job_id=job_id),
+                # Only a success creates the job's last-success series: a never-succeeded job has none.
+                metrics.LAST_SUCCESS.labels(job_id=job_id) if state == RunState.SUCCEEDED else None,
+            )
+            self._series_cache[key] = series
+        return series
 
     def reap(self) -> None:
         """Collect finished hook processes."""
@@ -43,7 +67,15 @@ class RunReporter:
         self, o: claims.Outcome, duration: float, snapshot: Mapping[str, Any] | None, ok: bool
     ) -> None:
         """``o`` was written (``ok``), or matched no row because another worker took the run over."""
-        extra = {**RunIdentity(o.job_id, o.scheduled_for, o.attempt).log_extra, "exit_status": o.exit_status}
+        level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
+        # The fields cost more than a short run's bookkeeping: built only when something is logged.
+        extra = (
+            {**RunIdentity(o.job_id, o.scheduled_for, o.attempt).log_extra, "exit_status": o.exit_status}
+            if log.isEnabledFor(min(level, logging.INFO if self.settings.log_output else level))
+            or not ok
+            or o.state == RunState.QUEUED
+            else {}
+        )
         if not ok:
             log.warning(
                 "run was taken over by another worker: its result here is discarded",
@@ -65,7 +97,6 @@ class RunReporter:
                 "run handed back for another worker to resume", extra={"event": "run_handed_back", **extra}
             )
             return
-        level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
         log.log(
             level,
             "run %s in %.3fs",
@@ -73,10 +104,11 @@ class RunReporter:
             duration,
             extra={"event": "run_finished", "state": o.state, "duration_seconds": duration, **extra},
         )
-        metrics.RUNS_FINISHED.labels(job_id=o.job_id, state=o.state).inc()
-        metrics.RUN_DURATION.labels(job_id=o.job_id).observe(duration)
-        if o.state == RunState.SUCCEEDED:
-            metrics.LAST_SUCCESS.labels(job_id=o.job_id).set(time.time())
+        finished, durations, last_success = self._series(o.job_id, o.state)
+        finished.inc()
+        durations.observe(duration)
+        if last_success is not None:
+            last_success.set(time.time())
         if snapshot is not None:
             # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
             self._hooks.fire(

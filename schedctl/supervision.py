@@ -82,12 +82,11 @@ class Supervisor:
     def start(self, run: claims.ClaimedRun) -> claims.Outcome | None:
         """Start ``run``'s child; an outcome instead when the run cannot start at all (no snapshot)."""
         ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
-        extra = ident.log_extra
         if run.took_over_from is not None:
             log.warning(
                 "took over a run whose worker %s stopped heartbeating",
                 run.took_over_from,
-                extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **extra},
+                extra={"event": "run_taken_over", "previous_worker": run.took_over_from, **ident.log_extra},
             )
         if not run.snapshot:
             return claims.Outcome(
@@ -118,11 +117,12 @@ class Supervisor:
                 self._watch(fd, run.key)
         if execution.exit_fd is None:
             self._check.add(run.key)  # it could not start, or there is no pidfd: look at it next turn
-        log.info(
-            "run started (pid %s)",
-            execution.pid,
-            extra={"event": "run_started", "pid": execution.pid, **extra},
-        )
+        if log.isEnabledFor(logging.INFO):  # its fields cost more than a short run's bookkeeping
+            log.info(
+                "run started (pid %s)",
+                execution.pid,
+                extra={"event": "run_started", "pid": execution.pid, **ident.log_extra},
+            )
         return None
 
     def _note_user(self, run: claims.ClaimedRun) -> None:

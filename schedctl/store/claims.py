@@ -108,19 +108,25 @@ def claim(
         return []
     stale_query, queued_query = _candidate_queries(tuple(labels))
     # Stale runs first: they were due before anything still queued behind them.
-    rows = []
+    rows: list[Any] = []  # every candidate locked here; its forbid ones are claimed last, one by one
+    claimed: list[ClaimedRun] = []
     if take_stale:
         stale = stale_query.params(limit=limit, stale=-float(stale_after))
         rows = list(conn.execute(lock_for_claim(stale, conn)).mappings())
-    if len(rows) < limit:
-        rows += (
+    _claim_plain(conn, identity, rows, claimed)
+    if len(rows) < limit and conn.dialect.name == "postgresql":
+        # The queued runs' select and their claiming UPDATE in one statement: one round trip, and the same
+        # SQL every time, so psycopg prepares it (the two-step form's IN list changes with its length).
+        params = {"limit": limit - len(rows), "identity": identity}
+        queued = conn.execute(_claim_queued(tuple(labels)), params).mappings().all()
+        claimed.extend(_claimed(r) for r in queued if r["concurrency"] != Concurrency.FORBID)
+        rows += queued
+    elif len(rows) < limit:
+        queued = (
             conn.execute(lock_for_claim(queued_query.params(limit=limit - len(rows)), conn)).mappings().all()
         )
-    claimed: list[ClaimedRun] = []
-    plain = [r for r in rows if r["concurrency"] != Concurrency.FORBID]
-    if plain:
-        conn.execute(_claim_update(identity, exclusive=False).where(_keys_at_attempt(plain)))
-        claimed.extend(_claimed(r) for r in plain)
+        _claim_plain(conn, identity, queued, claimed)
+        rows += queued
     for row in rows:
         if row["concurrency"] != Concurrency.FORBID:
             continue
@@ -131,6 +137,14 @@ def claim(
             continue  # another worker runs this job right now; its turn will come
         claimed.append(_claimed(row))
     return claimed
+
+
+def _claim_plain(conn: Connection, identity: str, rows: Sequence[Any], claimed: list[ClaimedRun]) -> None:
+    """Claim the locked ``rows`` that are not ``forbid`` in one UPDATE."""
+    plain = [r for r in rows if r["concurrency"] != Concurrency.FORBID]
+    if plain:
+        conn.execute(_claim_update(identity, exclusive=False).where(_keys_at_attempt(plain)))
+        claimed.extend(_claimed(r) for r in plain)
 
 
 @functools.lru_cache(maxsize=32)
@@ -189,6 +203,28 @@ def _candidate_queries(labels: tuple[str, ...]) -> tuple[Any, Any]:
     return stale, queued
 
 
+@functools.lru_cache(maxsize=32)
+def _claim_queued(labels: tuple[str, ...]) -> Any:
+    """PostgreSQL: lock the due queued runs (SKIP LOCKED) and claim the non-forbid ones in the same statement;
+    the rows come back as they were before the claim, like the two-step form's select. Forbid runs are only
+    locked here: each is claimed on its own, under the unique (job_id, exclusive) index (``claim``)."""
+    _, queued = _candidate_queries(labels)
+    candidates = queued.with_for_update(skip_locked=True).cte("candidates")
+    c = candidates.c
+    r = job_runs.c
+    take = (
+        _claim_update(None, exclusive=False)
+        .where(
+            r.job_id == c.job_id,
+            r.scheduled_for == c.scheduled_for,
+            r.attempt == c.attempt,
+            c.concurrency != Concurrency.FORBID,
+        )
+        .cte("claimed")
+    )
+    return select(candidates).add_cte(take)
+
+
 def _snapshot_of(r: Any) -> Any:
     """The snapshot a run was queued with, read through its version. A subquery in the select list, not a
     join: ``FOR UPDATE`` locks only the run rows, never the version many runs share."""
@@ -201,12 +237,13 @@ def _snapshot_of(r: Any) -> Any:
     )
 
 
-def _claim_update(identity: str, exclusive: bool) -> Any:
+def _claim_update(identity: str | None, exclusive: bool) -> Any:
+    """The claiming UPDATE's SET; ``identity`` None leaves the worker a bind parameter named ``identity``."""
     r = job_runs.c
     return update(job_runs).values(
         state=RunState.RUNNING,
         attempt=r.attempt + 1,
-        worker=identity,
+        worker=bindparam("identity", type_=r.worker.type) if identity is None else identity,
         heartbeat_at=db_now(),
         started_at=func.coalesce(r.started_at, db_now()),
         exclusive=1 if exclusive else None,
