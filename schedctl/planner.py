@@ -159,6 +159,26 @@ def decide(job: Job, tick: datetime, now: datetime, late: bool = False) -> Tick:
 _QUEUED = RunState.QUEUED
 
 
+def decided_ahead(job: Job, tick: datetime) -> Tick | None:
+    """``decide`` before the instant of dispatch, for a tick that does not depend on it; None when it does
+    (jitter, a starting deadline): decide it then."""
+    if job.jitter or job.starting_deadline is not None:
+        return None
+    return Tick(job.id, tick, _QUEUED)
+
+
+def keys_firing_at(heap: list[tuple[datetime, str]], fire: datetime) -> list[str]:
+    """The group keys whose heap entry is ``fire``, the heap's smallest: a walk of the heap's top only."""
+    keys: list[str] = []
+    stack = [0]
+    while stack:
+        i = stack.pop()
+        if i < len(heap) and heap[i][0] == fire:
+            keys.append(heap[i][1])
+            stack += (2 * i + 1, 2 * i + 2)
+    return keys
+
+
 def skipped(job: Job, tick: datetime, reason: SkipReason, detail: str) -> Tick:
     return Tick(job.id, tick, RunState.SKIPPED, reason, detail)
 

@@ -66,6 +66,10 @@ class Scheduler(Leadership):
         self._after_take_over = after_take_over  # serve: gc.freeze() once the term's plan is built
         self._row_values = dispatch.RowValues(monotonic=clock.monotonic)
         self._prewrite_cost = 0.0  # seconds the last batch of version writes took (``_prewrite_versions``)
+        # Group key -> (its next fire, each job's tick decided before it, or None: ``_decide_ahead``). Only
+        # for the plan it was built from: emptied with every new plan, whose groups may hold other jobs.
+        self._ahead: dict[str, tuple[datetime, list[Tick | None]]] = {}
+        self._ahead_cost = 0.0
         # job id -> its counter child: labels() costs more than inc() on a big pass
         self._dispatched: dict[str, Any] = {}
         self._buffer: list[Tick] = []
@@ -116,6 +120,8 @@ class Scheduler(Leadership):
                 self._refresh_held()
             if self._plan is not None:
                 self._dispatch_due()
+            if self._plan is not None:
+                self._decide_ahead()
             if self._plan is not None:
                 self._prewrite_versions()
         except LeaseTooShort:
@@ -177,6 +183,7 @@ class Scheduler(Leadership):
                 rejoin.append((job, state))
         for group in plan.groups.values():
             plan.push(group)
+        self._ahead.clear()
         self._row_values.prepare(jobs.values())
         for job_id in jobs:
             if job_id not in self._dispatched:
@@ -231,11 +238,19 @@ class Scheduler(Leadership):
             # Only the newest due fire is due now; an older one the loop fell behind on (a stalled leader)
             # is backlog, queued behind any executing run rather than skipped for concurrency.
             late = group.next_fire is not None and group.next_fire <= now
-            ticks = [
-                planner.decide(self._jobs[j], fire, now, late=late)
-                for j in group.job_ids
-                if j not in plan.held
-            ]
+            ahead = self._ahead.pop(key, None)
+            if ahead is not None and ahead[0] == fire and not late:
+                ticks = [
+                    planner.decide(self._jobs[j], fire, now) if t is None else t
+                    for j, t in zip(group.job_ids, ahead[1], strict=True)
+                    if j not in plan.held
+                ]
+            else:
+                ticks = [
+                    planner.decide(self._jobs[j], fire, now, late=late)
+                    for j in group.job_ids
+                    if j not in plan.held
+                ]
             plan.push(group)
             self._add(ticks)
             if self._plan is None:  # lost the lease while flushing
@@ -304,6 +319,23 @@ class Scheduler(Leadership):
             if not self._yield_to_renewal():
                 return
             dispatch.advance(self.store, self._fence(), dict(pending[start : start + size]), self.now())
+
+    def _decide_ahead(self) -> None:
+        """Decide the next fire's ticks before it comes, when it leaves room: at the instant only the held
+        check and the insert remain. Every job of a group is decided, held or not, since a job can be
+        released in between; a tick that depends on the instant of dispatch (jitter, a starting deadline) is
+        left for then (``planner.decided_ahead``), and so is a fire the loop is late for."""
+        plan, jobs = self._plan, self._jobs or {}
+        assert plan is not None
+        nxt = plan.next_fire()
+        if nxt is None or (nxt - self.now()).total_seconds() < 2 * self._ahead_cost + PREWRITE_SLACK:
+            return
+        started = self.clock.monotonic()
+        for key in planner.keys_firing_at(plan.heap, nxt):
+            if self._ahead.get(key, (None,))[0] != nxt:
+                ids = plan.groups[key].job_ids
+                self._ahead[key] = (nxt, [planner.decided_ahead(jobs[j], nxt) for j in ids])
+        self._ahead_cost = self.clock.monotonic() - started
 
     def _prewrite_versions(self) -> None:
         """Write job versions between fires, before the ticks that name them, batch by batch while the next
