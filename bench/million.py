@@ -1,0 +1,421 @@
+"""A million jobs on one leader (issue 19, goal 2): load, then minutes of ticks due every second, no workers.
+
+    python bench/million.py [--db URL] [--jobs 1000000] [--minutes 5] [--profile-seconds 0]
+
+The jobs are ``bench/loading.py``'s tenant case: job *i* runs ``"<i mod 60> * * * * *"`` in one of 5 zones with
+its own command, so ~16,700 ticks are due every second at a million. They are written to one TOML file and
+loaded in this process by ``load_jobs`` (time, CPU, RSS added). Then a real ``Scheduler`` (SystemClock,
+database clock, default lease and renewal) leads in a thread against a private PostgreSQL schema (dropped at
+the end) for ``--minutes`` real minutes, measured from the first whole second after its take-over; no worker
+runs, so the rows just queue. It prints, each beside its goal:
+
+- claim lag of every tick of the window: the commit (this process's wall clock when ``dispatch`` returned,
+  i.e. just after COMMIT) minus ``scheduled_for``, p50/p99/max; and ``job_runs.queued_at`` minus
+  ``scheduled_for`` from the database (``queued_at`` is the leader's planning clock at dispatch);
+- ticks due (counted from the schedules) against rows in ``job_runs`` for the window: none may be missing;
+- the largest gap between two successful lease renewals against the renew interval and the lease, and
+  whether one term was held throughout;
+- the leader's CPU (the process's, which is the leader thread's plus the idle main thread) per wall hour:
+  with a real clock a simulated hour is a real one, so this is CPU per simulated hour at this load;
+- RSS after loading and at the end; the idle passes seen (passes of the loop that found nothing due).
+
+The first minute also writes each job's version to ``job_versions`` (a job's first tick); its lag is
+printed separately beside the whole window's. ``--profile-seconds N`` runs cProfile on the leader thread
+for N seconds of turns starting --profile-from seconds into the window (default 60; negative: from the take-over) and prints the top of it by own time. Exit status 1 when
+a goal is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loading import LOAD_GOAL_S, RSS_GOAL_MB, write_file  # noqa: E402
+from scheduler import Private, rss_mb  # noqa: E402
+
+LAG_GOAL_S = 1.0  # every tick claimed within 1 s, p99
+
+
+def pct(ordered: array[float] | list[float], q: float) -> float:
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Recorder:
+    """Wraps the leader's dispatch, renewal and pass so the run can be judged afterwards; cheap per batch."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[float, datetime, datetime, Counter[datetime]]] = []
+        self.renewals: list[float] = []
+        self.terms: set[int] = set()
+        self.lost = 0
+        self.idle_us: list[float] = []
+        self.passes: list[tuple[float, float, int]] = []  # (start wall, seconds, ticks dispatched)
+        self.events: list[tuple[str, float, float, str]] = []  # (what, wall start, wall end, detail)
+
+    def install(self, sched: Any) -> None:
+        from schedctl import lease as lease_mod
+        from schedctl import scheduler as scheduler_mod
+
+        self._restore = (lease_mod.acquire_or_renew, scheduler_mod.dispatch.dispatch)
+        real_renew, real_dispatch = self._restore
+
+        def renew(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.time()
+            result = real_renew(*args, **kwargs)
+            self.events.append(("renew", t0, time.time(), f"held={result.held} term={result.term}"))
+            if result.held:
+                self.renewals.append(time.monotonic())
+                self.terms.add(result.term)
+            else:
+                self.lost += 1
+            return result
+
+        def dispatch(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.time()
+            result = real_dispatch(*args, **kwargs)
+            now = time.time()  # COMMIT has returned
+            ticks = args[2]
+            spread = Counter(t.scheduled_for for t in ticks)  # ~0.3 ms a batch of 5,000
+            first, last = min(spread), max(spread)
+            self.events.append(("dispatch", t0, now, f"{len(ticks)} ticks {first:%H:%M:%S}..{last:%H:%M:%S}"))
+            self.batches.append((now, first, last, spread))
+            return result
+
+        lease_mod.acquire_or_renew = renew  # type: ignore[assignment]
+        scheduler_mod.dispatch.dispatch = dispatch  # type: ignore[assignment]
+        for name in ("advance", "record_changes"):
+            scheduler_mod.dispatch.__dict__[name] = self._timed(name, getattr(scheduler_mod.dispatch, name))
+        real_due = sched._dispatch_due  # noqa: SLF001 - a benchmark peeks
+
+        def due() -> None:
+            plan = sched._plan  # noqa: SLF001
+            idle = plan is not None and (not plan.heap or plan.heap[0][0] > sched.now())
+            n = len(self.batches)
+            t0 = time.perf_counter()
+            real_due()
+            took = time.perf_counter() - t0
+            if idle and len(self.batches) == n:
+                self.idle_us.append(took * 1e6)
+            else:
+                self.passes.append((time.time() - took, took, len(self.batches) - n))
+
+        sched._dispatch_due = due  # type: ignore[method-assign]  # noqa: SLF001
+
+    def _timed(self, name: str, real: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.time()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                self.events.append((name, t0, time.time(), f"{len(args[2])} rows"))
+
+        timed.real = real  # type: ignore[attr-defined]
+        return timed
+
+    def uninstall(self) -> None:
+        from schedctl import lease as lease_mod
+        from schedctl import scheduler as scheduler_mod
+
+        lease_mod.acquire_or_renew, scheduler_mod.dispatch.dispatch = self._restore  # type: ignore[assignment]
+        for name in ("advance", "record_changes"):
+            fn = getattr(scheduler_mod.dispatch, name)
+            setattr(scheduler_mod.dispatch, name, getattr(fn, "real", fn))
+
+    def around_worst_gap(self) -> list[str]:
+        """The leader's timed calls from the last held renewal before the widest gap to the one after it."""
+        held = [(t0, t1) for what, t0, t1, d in self.events if what == "renew" and "held=True" in d]
+        if len(held) < 2:
+            return []
+        a, b = max(zip(held, held[1:], strict=False), key=lambda p: p[1][0] - p[0][0])
+        lines, merged = [], Counter()
+        for what, t0, t1, detail in self.events:
+            if a[0] <= t0 <= b[1]:
+                if what in ("dispatch", "advance") and t1 - t0 < 1:
+                    merged[what] += 1
+                    continue
+                lines.append(
+                    f"    {time.strftime('%H:%M:%S', time.gmtime(t0))}{t0 % 1:.3f} {what} {t1 - t0:.3f}s {detail}"
+                )
+        lines.append(f"    (and {dict(merged)} calls under 1 s each)")
+        return lines
+
+    def lags(self, start: datetime, end: datetime) -> tuple[array[float], array[float]]:
+        """Commit lag of every tick in [start, end), sorted; and those of the window's first minute."""
+        whole, first = array("d"), array("d")
+        minute = start + timedelta(minutes=1)
+        for at, lo, hi, spread in self.batches:
+            if hi < start or lo >= end:
+                continue
+            for tick, n in spread.items():
+                if start <= tick < end:
+                    lag = at - tick.timestamp()
+                    whole.extend([lag] * n)
+                    if tick < minute:
+                        first.extend([lag] * n)
+        return array("d", sorted(whole)), array("d", sorted(first))
+
+
+def due_per_second(count: int) -> list[int]:
+    """Ticks due at each second of a minute: job i fires at second i mod 60 in every zone (whole-minute offsets)."""
+    return [count // 60 + (1 if s < count % 60 else 0) for s in range(60)]
+
+
+def db_rows(store: Any, start: datetime, end: datetime) -> dict[str, Any]:
+    from sqlalchemy import text
+
+    with store.connect() as conn:
+        per_second = dict(
+            conn.execute(
+                text(
+                    "SELECT scheduled_for, count(*) FROM job_runs WHERE scheduled_for >= :a AND "
+                    "scheduled_for < :b GROUP BY scheduled_for"
+                ),
+                {"a": start, "b": end},
+            ).all()
+        )
+        p50, p99, top = conn.execute(
+            text(
+                "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d), percentile_cont(0.99) WITHIN GROUP "
+                "(ORDER BY d), max(d) FROM (SELECT extract(epoch FROM queued_at - scheduled_for) AS d "
+                "FROM job_runs WHERE scheduled_for >= :a AND scheduled_for < :b) AS x"
+            ),
+            {"a": start, "b": end},
+        ).one()
+        versions = conn.execute(text("SELECT count(*) FROM job_versions")).scalar_one()
+    return {
+        "per_second": per_second,
+        "queued_p50": p50,
+        "queued_p99": p99,
+        "queued_max": top,
+        "versions": versions,
+    }
+
+
+def run(args: argparse.Namespace, tmp: Path) -> bool:
+    import gc
+
+    from schedctl.clock import SystemClock
+    from schedctl.config import load_jobs
+    from schedctl.scheduler import Scheduler
+    from schedctl.settings import SchedulerSettings, default_identity
+    from schedctl.store import open_store
+    from schedctl.store.migrate import upgrade
+
+    ok = True
+    path = tmp / "jobs.toml"
+    write_file(path, 0, args.jobs)
+    scale = 1_000_000 / args.jobs
+    before = rss_mb()
+    wall, cpu = time.perf_counter(), time.process_time()
+    jobs = load_jobs(path)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    added = rss_mb() - before
+    path.unlink()
+    print(
+        f"load {args.jobs} jobs: {wall:.2f}s (CPU {cpu:.2f}s), +{added:.0f} MB RSS; per 1M {wall * scale:.1f}s "
+        f"(CPU {cpu * scale:.1f}s), +{added * scale:.0f} MB (goal <= {LOAD_GOAL_S:g}s, <= {RSS_GOAL_MB:g} MB: "
+        f"{'met' if wall * scale <= LOAD_GOAL_S and added * scale <= RSS_GOAL_MB else 'missed'}); "
+        f"load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    private = Private(args.db, tmp)
+    store = open_store(private.url)
+    try:
+        upgrade(store)
+        settings = SchedulerSettings(identity=default_identity())
+        sched = Scheduler(store, settings, lambda: jobs, SystemClock(), jobs=jobs, after_take_over=gc.freeze)
+        rec = Recorder()
+        rec.install(sched)
+        stopping = threading.Event()
+        profile: dict[str, Any] = {}
+        if args.profile_seconds:
+            _profile_turns(sched, profile)
+            if args.profile_from < 0:  # from the take-over on
+                profile["from"] = time.time()
+                profile["until"] = profile["from"] + args.profile_seconds
+        thread = threading.Thread(target=sched.run, args=(stopping,), daemon=True, name="leader")
+        t0 = time.perf_counter()
+        thread.start()
+        while sched._plan is None and time.perf_counter() - t0 < 600:  # noqa: SLF001 - a benchmark peeks
+            time.sleep(0.05)
+        take_over = time.perf_counter() - t0
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        end = start + timedelta(minutes=args.minutes)
+        print(
+            f"take-over {take_over:.1f}s (first sight of {args.jobs} jobs recorded); RSS {rss_mb():.0f} MB; "
+            f"window {start:%H:%M:%S}..{end:%H:%M:%S} UTC",
+            flush=True,
+        )
+        while time.time() < start.timestamp():
+            time.sleep(0.01)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        if args.profile_seconds and args.profile_from >= 0:
+            profile["from"] = start.timestamp() + args.profile_from
+            profile["until"] = profile["from"] + args.profile_seconds
+        peak_rss, next_note = rss_mb(), time.time() + 60
+        while time.time() < end.timestamp():
+            time.sleep(0.5)
+            peak_rss = max(peak_rss, rss_mb())
+            if time.time() >= next_note:
+                next_note += 60
+                print(f"  ... {len(rec.batches)} batches, RSS {peak_rss:.0f} MB", flush=True)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        # The window's last ticks are dispatched at its end; let them commit before counting.
+        deadline = time.time() + 30
+        last = end - timedelta(seconds=1)
+        while time.time() < deadline and not any(hi >= last for _, _, hi, _ in rec.batches[-8:]):
+            time.sleep(0.1)
+        time.sleep(1)
+        leading = sched.leading
+        stopping.set()
+        thread.join(60)
+        rec.uninstall()
+        whole, first = rec.lags(start, end)
+        worst = rec.around_worst_gap()
+        minutes = [
+            rec.lags(start + timedelta(minutes=m), min(end, start + timedelta(minutes=m + 1)))[0]
+            for m in range(int(-(-args.minutes // 1)))
+        ]
+        rows = db_rows(store, start, end)
+    finally:
+        store.dispose()
+        private.drop()
+    per = due_per_second(args.jobs)
+    due = sum(
+        per[s.second]
+        for s in (start + timedelta(seconds=k) for k in range(int((end - start).total_seconds())))
+    )
+    claimed = sum(rows["per_second"].values())
+    short = sum(
+        max(0, per[s.second] - rows["per_second"].get(s, 0))
+        for s in (start + timedelta(seconds=k) for k in range(int((end - start).total_seconds())))
+    )
+    print(
+        f"ticks due {due} ({args.jobs // 60}-{-(-args.jobs // 60)} a second), rows claimed {claimed}, missing "
+        f"{short} (goal 0: {'met' if short == 0 and claimed == due else 'missed'}); commit lags measured {len(whole)}",
+        flush=True,
+    )
+    ok &= short == 0 and claimed == due
+    p99 = pct(whole, 0.99)
+    print(
+        f"claim lag, commit - scheduled_for: p50 {pct(whole, 0.5):.3f}s p99 {p99:.3f}s max {pct(whole, 1):.3f}s "
+        f"(goal p99 <= {LAG_GOAL_S:g}s: {'met' if p99 <= LAG_GOAL_S else 'missed'}); first minute (versions "
+        f"written): p50 {pct(first, 0.5):.3f}s p99 {pct(first, 0.99):.3f}s max {pct(first, 1):.3f}s",
+        flush=True,
+    )
+    ok &= p99 <= LAG_GOAL_S
+    print(
+        "  p99 by minute: "
+        + ", ".join(f"{pct(m, 0.99):.3f}s" for m in minutes)
+        + "; p50 by minute: "
+        + ", ".join(f"{pct(m, 0.5):.3f}s" for m in minutes),
+        flush=True,
+    )
+    print(
+        f"claim lag, queued_at - scheduled_for (database): p50 {rows['queued_p50']:.3f}s p99 "
+        f"{rows['queued_p99']:.3f}s max {rows['queued_max']:.3f}s; job_versions {rows['versions']}",
+        flush=True,
+    )
+    gaps = [b - a for a, b in zip(rec.renewals, rec.renewals[1:], strict=False)]
+    gap = max(gaps) if gaps else float("nan")
+    held = leading and len(rec.terms) == 1 and rec.lost == 0
+    print(
+        f"lease: {len(rec.renewals)} renewals, max gap {gap:.2f}s (renew every {settings.renew_interval:g}s, lease "
+        f"{settings.lease_duration:g}s); one term held throughout: {held} (goal: renewed on time, held: "
+        f"{'met' if held and gap < settings.lease_duration else 'missed'})",
+        flush=True,
+    )
+    ok &= held and gap < settings.lease_duration
+    if not held or gap > 2 * settings.renew_interval:
+        print(f"  terms {sorted(rec.terms)}, renewals not held {rec.lost}; the widest gap, call by call:")
+        print("\n".join(worst), flush=True)
+    if args.timeline:
+        Path(args.timeline).write_text(
+            "\n".join(f"{w} {t0:.3f} {t1:.3f} {d}" for w, t0, t1, d in rec.events) + "\n"
+        )
+    busy = sorted(p[1] for p in rec.passes)
+    print(
+        f"leader CPU {cpu:.1f}s over {wall:.0f}s wall: {cpu / wall * 3600:.0f} CPU s per (simulated) hour, "
+        f"{cpu / wall * 100:.1f}% of one core; passes with ticks {len(busy)}: p50 {pct(busy, 0.5):.3f}s p99 "
+        f"{pct(busy, 0.99):.3f}s max {pct(busy, 1):.3f}s; RSS peak {peak_rss:.0f} MB; load average "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    idle = sorted(rec.idle_us)
+    print(
+        f"idle passes (nothing due) seen: {len(idle)}, median {pct(idle, 0.5):.1f}us (goal: O(1); "
+        f"bench/loading.py --idle measures it against the job count)",
+        flush=True,
+    )
+    if profile.get("profiler") is not None:
+        import pstats
+
+        print(
+            f"cProfile of the leader's turns begun in {args.profile_seconds:g}s from {args.profile_from:g}s:"
+        )
+        pstats.Stats(profile["profiler"]).sort_stats("tottime").print_stats(25)
+        pstats.Stats(profile["profiler"]).sort_stats("cumulative").print_stats(25)
+    return ok
+
+
+def _profile_turns(sched: Any, profile: dict[str, Any]) -> None:
+    """cProfile every turn of the leader loop that starts inside [from, until)."""
+    import cProfile
+
+    real_turn = sched.turn
+
+    def turn() -> None:
+        now = time.time()
+        if profile.get("from", float("inf")) <= now < profile.get("until", 0):
+            profiler = profile.setdefault("profiler", cProfile.Profile())
+            profiler.runcall(real_turn)
+        else:
+            real_turn()
+
+    sched.turn = turn
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--db", default="postgresql://postgres@127.0.0.1:5432/test", help="SQLAlchemy URL")
+    parser.add_argument("--jobs", type=int, default=1_000_000)
+    parser.add_argument("--minutes", type=float, default=5.0, help="real minutes of the window measured")
+    parser.add_argument(
+        "--profile-seconds", type=float, default=0.0, help="cProfile the leader for N seconds"
+    )
+    parser.add_argument(
+        "--profile-from", type=float, default=60.0, help="seconds into the window (< 0: from the take-over)"
+    )
+    parser.add_argument("--timeline", help="write every timed call of the leader to this file")
+    args = parser.parse_args()
+    import logging
+
+    logging.basicConfig(level=logging.WARNING)
+    print(
+        f"schedctl million-jobs benchmark: {args.jobs} jobs, {args.minutes:g} min; {os.cpu_count()} CPUs; python "
+        f"{sys.version.split()[0]}; load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        ok = run(args, Path(tmp))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
