@@ -41,6 +41,8 @@ log = logging.getLogger("schedctl.scheduler")
 # Seconds the next fire must be away, beyond twice the last batch's time, for the leader to write job
 # versions ahead of it: a batch must never delay a fire.
 PREWRITE_SLACK = 0.05
+# Jobs a take-over plans between two looks at the lease (``_yield_to_renewal``).
+TAKE_OVER_CHUNK = 20_000
 
 
 class Scheduler(Leadership):
@@ -96,6 +98,8 @@ class Scheduler(Leadership):
         ).start()
         if self._jobs is None:
             self._jobs = self._load()
+        # Before leading, so a take-over need not hash every definition's snapshot while the lease runs.
+        self._row_values.prepare(self._jobs.values())
         health.register("scheduler", max(60.0, 4 * self.settings.lease_duration))
         try:
             while not stopping.is_set():
@@ -168,7 +172,16 @@ class Scheduler(Leadership):
         plan = Plan()
         changes: list[StateChange] = []
         rejoin: list[tuple[Job, StateRecord]] = []
-        for job in jobs.values():
+        values = self._row_values
+        values.reset(jobs)
+        for i, job in enumerate(jobs.values()):
+            # A million jobs take tens of seconds here (each definition's snapshot hashed, unless run() did
+            # it before leading): renew in between, as every write loop does, or the term lapses.
+            if i and not i % TAKE_OVER_CHUNK and not self._yield_to_renewal():
+                return
+            values.of(job)
+            if job.id not in self._dispatched:
+                self._dispatched[job.id] = metrics.TICKS_DISPATCHED.labels(job.id)
             group = group_for(plan, job, now)
             group.job_ids.append(job.id)
             state = states.get(job.id)
@@ -184,10 +197,7 @@ class Scheduler(Leadership):
         for group in plan.groups.values():
             plan.push(group)
         self._ahead.clear()
-        self._row_values.prepare(jobs.values())
-        for job_id in jobs:
-            if job_id not in self._dispatched:
-                self._dispatched[job_id] = metrics.TICKS_DISPATCHED.labels(job_id)
+        values.compact()
         for start in range(0, len(changes), self.settings.batch_size):
             if not self._yield_to_renewal():
                 return

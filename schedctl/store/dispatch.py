@@ -360,16 +360,25 @@ class RowValues:
         return list(dict.fromkeys(out))
 
     def prepare(self, jobs: Iterable[Job]) -> None:
-        self.written.clear()
-        self._batches.clear()
-        live: dict[str, None] = {}
+        """``reset``, ``of`` every job, ``compact``: at a take-over or reload; a scheduler does it in chunks."""
+        jobs = list(jobs)
+        self.reset(job.id for job in jobs)
         for job in jobs:
             self.of(job)
-            live[job.id] = None
+        self.compact()
+
+    def reset(self, job_ids: Iterable[str]) -> None:
+        """Trust no version written so far (a new term or a reload) and queue every job's for writing;
+        forget the definitions no longer loaded."""
+        self.written.clear()
+        self._batches.clear()
+        live = dict.fromkeys(job_ids)
         self._unwritten = deque(live)
-        # A reload drops definitions: forget their values with them.
         for job_id in [j for j in self._by_job if j not in live]:
             del self._by_job[job_id]
+
+    def compact(self) -> None:
+        """Drop the shared snapshot texts no definition uses any more."""
         if len(self._shared) > 2 * len(self._by_job):
             self._shared.clear()
             self._shared.update((v[1][4], v[1][4]) for v in self._by_job.values())

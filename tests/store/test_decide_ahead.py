@@ -83,3 +83,41 @@ def test_a_job_held_or_released_after_the_ticks_were_decided_is_dispatched_as_it
     clock.set(_at(2))
     leader.turn()
     assert set(_rows(store, _at(2))) == {"a", "b"}
+
+
+def test_a_take_over_longer_than_the_lease_keeps_its_term(db_url: str, monkeypatch: Any) -> None:
+    """A million jobs take the leader tens of seconds to plan (each definition's snapshot hashed): it must
+    renew in between, or its term lapses and every take-over starts over. Here 16 definitions take 0.25 s
+    each to hash, 4 s in all, against a 3 s lease."""
+    import time
+
+    from sqlalchemy import func
+
+    from schedctl import scheduler as scheduler_module
+    from schedctl.clock import SystemClock
+    from schedctl.store import open_store, runrows
+    from schedctl.store.bounds import Bounds
+    from schedctl.store.migrate import upgrade
+    from schedctl.store.schema import job_state, lease_terms
+
+    store = open_store(db_url, bounds=Bounds.for_lease(3))
+    try:
+        upgrade(store)
+        real = runrows.shared_values
+
+        def slow(job: Job) -> Any:
+            time.sleep(0.25)
+            return real(job)
+
+        monkeypatch.setattr(runrows, "shared_values", slow)
+        monkeypatch.setattr(scheduler_module, "TAKE_OVER_CHUNK", 1)
+        jobs = {f"j{i}": _job(f"j{i}") for i in range(16)}
+        settings = SchedulerSettings(identity="lead", lease_duration=3, renew_interval=0.5)
+        leader = Scheduler(store, settings, lambda: jobs, SystemClock(), jobs=jobs)
+        leader.turn()
+        with store.connect() as conn:
+            terms = conn.execute(select(func.count()).select_from(lease_terms)).scalar_one()
+            defined = conn.execute(select(func.count()).select_from(job_state)).scalar_one()
+        assert leader.leading and terms == 1 and defined == 16
+    finally:
+        store.dispose()
