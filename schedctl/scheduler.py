@@ -79,6 +79,8 @@ class Scheduler(Leadership):
         # Job id -> newest tick claimed by this pass's committed batches whose last_dispatched is not yet
         # written: a pass of many batches commits its claims first (see ``dispatch.dispatch``).
         self._unadvanced: dict[str, datetime] = {}
+        # The committed batches of the pass in progress, not yet in the metrics (``_count_committed``).
+        self._uncounted: list[tuple[dispatch.DispatchResult, dict[str, str]]] = []
         self.passes = 0
         self.on_queued: Callable[[], None] = lambda: None  # `--role all`: nudge this process's worker
 
@@ -158,6 +160,7 @@ class Scheduler(Leadership):
         self._unadvanced.clear()  # fenced to the old term: the new plan re-decides from job_state
 
     def _stop_leading(self) -> None:
+        self._count_committed()  # what the lost term committed did happen
         self._plan = None
         self._buffer.clear()
         self._refusals.clear()
@@ -282,9 +285,11 @@ class Scheduler(Leadership):
         final = limit is None
         if not self._buffer:
             if final:
+                self._count_committed()
                 self._write_unadvanced()
             return
         if not self._yield_to_renewal():
+            self._count_committed()
             self._buffer.clear()
             self._refusals.clear()
             self._unadvanced.clear()
@@ -311,7 +316,10 @@ class Scheduler(Leadership):
         )
         if result.queued:
             self.on_queued()
-        self._count(result, refusals)
+        # Counted once the pass's claims are all committed: the metrics need not delay the next batch.
+        self._uncounted.append((result, refusals))
+        if final:
+            self._count_committed()
         if defer:
             for job_id, at in result.newest.items():
                 seen = self._unadvanced.get(job_id)
@@ -410,6 +418,11 @@ class Scheduler(Leadership):
         self._plan = None  # rebuilt from job_state, which every committed dispatch kept current
         self._buffer.clear()
         log.info("reloaded %d jobs", len(jobs), extra={"event": "reloaded"})
+
+    def _count_committed(self) -> None:
+        for result, refusals in self._uncounted:
+            self._count(result, refusals)
+        self._uncounted.clear()
 
     def _count(self, result: dispatch.DispatchResult, refusals: dict[str, str]) -> None:
         # Beyond the metrics' job limit most ids share one child ("_other"): add per child, not per tick.

@@ -121,3 +121,26 @@ def test_a_take_over_longer_than_the_lease_keeps_its_term(db_url: str, monkeypat
         assert leader.leading and terms == 1 and defined == 16
     finally:
         store.dispose()
+
+
+def test_a_pass_of_many_batches_counts_every_tick_it_committed(store: Any) -> None:
+    """The dispatch counters are added once the pass's claims are committed, not between its batches."""
+    import uuid
+
+    from schedctl.observability import metrics
+
+    tag = uuid.uuid4().hex[:6]  # the registry is process-wide: ids of this test only
+    jobs = {f"{tag}{i}": _job(f"{tag}{i}") for i in range(5)}
+    clock = FakeClock(_at(0, 30))
+    settings = SchedulerSettings(identity="lead", lease_duration=30, renew_interval=10, batch_size=2)
+    leader = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+    leader.turn()
+    clock.set(_at(1))
+    leader.turn()  # three batches of 2, 2 and 1
+
+    def dispatched(job_id: str) -> float:
+        value = metrics.REGISTRY.get_sample_value("schedctl_ticks_dispatched_total", {"job_id": job_id})
+        return value or 0.0
+
+    assert len(_rows(store, _at(1))) == 5
+    assert sum(dispatched(j) for j in jobs) == 5
