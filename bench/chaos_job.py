@@ -57,11 +57,9 @@ def main() -> int:
             return 143
         time.sleep(step_seconds)
         done += 1
-        if checkpoint_file:
-            tmp = checkpoint_file + ".tmp"
-            with open(tmp, "w") as f:
-                json.dump({"done": done}, f)
-            os.replace(tmp, checkpoint_file)
+        if checkpoint_file:  # a descriptor (/dev/fd/N): written in place, in one write
+            with open(checkpoint_file, "w") as f:
+                f.write(json.dumps({"done": done}))
     write("end", done=done, resumed_from=resumed_from)
     return 0
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from schedctl.checkpoint import NO_CHECKPOINT, CheckpointFile
 from schedctl.instants import instant_text
 from schedctl.outcome import StopReason
 
@@ -33,8 +34,6 @@ PIPE_HELD_GRACE = 1.0  # seconds a finished job's leftover children may keep its
 
 _READ_CHUNK = 65536
 _PIPE_BUFFER = 65536  # Linux's default pipe capacity
-
-_NO_CHECKPOINT = object()
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ def job_environment(
     run: RunIdentity,
     account: pwd.struct_passwd,
     checkpoint: Any,
-    checkpoint_file: Path,
+    checkpoint_file: str,
     worker_env: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Cron's variables, then pass_env from the worker, then the job's env, then the SCHEDCTL_* contract."""
@@ -107,7 +106,7 @@ def job_environment(
     env["SCHEDCTL_JOB_ID"] = run.job_id
     env["SCHEDCTL_SCHEDULED_FOR"] = instant_text(run.scheduled_for)
     env["SCHEDCTL_ATTEMPT"] = str(run.attempt)
-    env["SCHEDCTL_CHECKPOINT_FILE"] = str(checkpoint_file)
+    env["SCHEDCTL_CHECKPOINT_FILE"] = checkpoint_file
     if checkpoint is not None:
         env["SCHEDCTL_CHECKPOINT"] = json.dumps(checkpoint, separators=(",", ":"))
     return env
@@ -166,7 +165,7 @@ class Execution:
         run: RunIdentity,
         snapshot: Mapping[str, Any],
         checkpoint: Any,
-        checkpoint_file: Path,
+        checkpoint_folder: Path,
         *,
         tail_bytes: int = 8192,
         run_as_job_user: bool = False,
@@ -178,7 +177,9 @@ class Execution:
         self._before_close = before_close
         self.run = run
         self.snapshot = snapshot
-        self.checkpoint_file = checkpoint_file
+        self._checkpoint_folder = checkpoint_folder
+        self._checkpoint: CheckpointFile | None = None
+        self.checkpoint_problem: str | None = None  # why the last look at the checkpoint took nothing
         self.tail = OutputTail(tail_bytes)
         self.grace_period = float(snapshot.get("grace_period") or 0.0)
         timeout = snapshot.get("timeout")
@@ -194,9 +195,7 @@ class Execution:
         self.output_fd: int | None = None  # the job's stdout+stderr, non-blocking; the worker selects on it
         self.exit_fd: int | None = None  # a pidfd: readable once the job exited (Linux 5.3+), else None
         self._saved_checkpoint_text = _checkpoint_text(checkpoint)
-        self._checkpoint_mtime: int | None = None
         self.proc: subprocess.Popen[bytes] | None = None
-        self._own_folder = False
         self._spawn(checkpoint, run_as_job_user)
 
     # -- start -------------------------------------------------------------------------------------------
@@ -210,8 +209,12 @@ class Execution:
                 self.start_error = unknown_user_reason(str(user))
                 self._done = True
                 return
-            self._prepare_checkpoint_file(checkpoint, account if switch else None)
-            env = job_environment(self.snapshot, self.run, account, checkpoint, self.checkpoint_file)
+            self._checkpoint = CheckpointFile(
+                self._checkpoint_folder,
+                self._saved_checkpoint_text,
+                (account.pw_uid, account.pw_gid) if switch else None,
+            )
+            env = job_environment(self.snapshot, self.run, account, checkpoint, self._checkpoint.path)
             argv = command_argv(self.snapshot["command"], env)
             cwd = self.snapshot.get("workdir") or (account.pw_dir if os.path.isdir(account.pw_dir) else "/")
             stdin_text = self.snapshot.get("stdin")
@@ -231,6 +234,7 @@ class Execution:
                 cwd=cwd,
                 process_group=0,
                 close_fds=True,
+                pass_fds=(self._checkpoint.fd,),
                 **extra,
             )
         except (OSError, KeyError, ValueError, subprocess.SubprocessError) as exc:
@@ -243,35 +247,6 @@ class Execution:
         self.exit_fd = _pidfd(self.proc.pid)
         if stdin_text and self.proc.stdin is not None:
             _feed_stdin(self.proc.stdin, stdin_text)
-
-    def _prepare_checkpoint_file(self, checkpoint: Any, owner: pwd.struct_passwd | None) -> None:
-        """Put the last checkpoint in the file too, so a shell job can simply `cat` it.
-
-        A job running as another user gets a folder of its own (it must create the file), made 0700 with
-        an unpredictable name beside the worker's folder, which stays 0700 and closed to that user: other
-        local users never see another job's checkpoint (issue 16). Otherwise the worker's private folder
-        serves every run, and no per-run folder is made (mkdir/rmdir per run show up in the throughput
-        benchmark). The file is created 0600, never widened and then narrowed.
-        """
-        if owner is not None:
-            import tempfile
-
-            folder = Path(tempfile.mkdtemp(prefix="schedctl-run-", dir=self.checkpoint_file.parent.parent))
-            self.checkpoint_file = folder / "checkpoint.json"
-            self._own_folder = True
-        folder = self.checkpoint_file.parent
-        if not folder.is_dir():
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if checkpoint is not None:
-            _write_private(self.checkpoint_file, self._saved_checkpoint_text or "")
-        else:
-            self.checkpoint_file.unlink(missing_ok=True)  # one call, not exists() then unlink()
-        if owner is not None:
-            os.chown(folder, owner.pw_uid, owner.pw_gid)
-            if checkpoint is not None:
-                os.chown(self.checkpoint_file, owner.pw_uid, owner.pw_gid)
-        # Nothing else writes the file before the job starts: without a checkpoint there is none to stat.
-        self._checkpoint_mtime = None if checkpoint is None else _mtime(self.checkpoint_file)
 
     def pump(self) -> bool:
         """Read what the job printed so far; False once its output is closed (EOF)."""
@@ -377,76 +352,52 @@ class Execution:
     # -- checkpoint ----------------------------------------------------------------------------------------
     def read_checkpoint(self) -> Any:
         """The checkpoint the job wrote since the last call, or ``NO_CHECKPOINT`` when nothing new and valid."""
-        mtime = _mtime(self.checkpoint_file)
-        if mtime is None or mtime == self._checkpoint_mtime:
-            return _NO_CHECKPOINT
-        self._checkpoint_mtime = mtime
-        try:
-            text = self.checkpoint_file.read_text()
-            value = json.loads(text)
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            log.warning(
-                "checkpoint file is not valid JSON; ignored",
-                extra={"event": "checkpoint_invalid", "error": str(exc), **self.run.log_extra},
-            )
-            return _NO_CHECKPOINT
-        canonical = _checkpoint_text(value)
+        if self._checkpoint is None:
+            return NO_CHECKPOINT
+        found = self._checkpoint.read(changed_only=True)
+        if found.problem is not None:
+            self._checkpoint_refused(found.problem)
+            return NO_CHECKPOINT
+        if found.value is NO_CHECKPOINT:
+            return NO_CHECKPOINT
+        self.checkpoint_problem = None
+        canonical = _checkpoint_text(found.value)
         if canonical == self._saved_checkpoint_text:
-            return _NO_CHECKPOINT
+            return NO_CHECKPOINT
         self._saved_checkpoint_text = canonical
-        return value
+        return found.value
 
     def reread_checkpoint(self) -> None:
         """The last value read could not be saved: offer it again at the next read."""
-        self._checkpoint_mtime = None
+        if self._checkpoint is not None:
+            self._checkpoint.forget_seen()
         self._saved_checkpoint_text = None
 
     def final_checkpoint(self) -> Any:
-        """Whatever valid JSON the file holds now (saved with the outcome), or ``NO_CHECKPOINT``."""
-        try:
-            text = self.checkpoint_file.read_text()
-        except (OSError, UnicodeDecodeError):
-            return _NO_CHECKPOINT
-        try:
-            return json.loads(text)
-        except ValueError as exc:
-            log.warning(
-                "checkpoint file is not valid JSON; ignored",
-                extra={"event": "checkpoint_invalid", "error": str(exc), **self.run.log_extra},
-            )
-            return _NO_CHECKPOINT
+        """Whatever valid JSON the file holds now (saved with the outcome), or ``NO_CHECKPOINT``; when it holds
+        something that cannot be taken, ``checkpoint_problem`` says why."""
+        if self._checkpoint is None:
+            return NO_CHECKPOINT
+        found = self._checkpoint.read(changed_only=False)
+        self.checkpoint_problem = found.problem
+        if found.problem is not None:
+            self._checkpoint_refused(found.problem)
+        return found.value
+
+    def _checkpoint_refused(self, problem: str) -> None:
+        if problem != self.checkpoint_problem:  # once per kind, not at every heartbeat
+            log.warning(problem, extra={"event": "checkpoint_refused", **self.run.log_extra})
+        self.checkpoint_problem = problem
 
     def cleanup(self) -> None:
-        try:
-            self.checkpoint_file.unlink(missing_ok=True)
-            if self._own_folder:
-                import shutil
-
-                # The job's user may have left files (or a symlink) there; rmtree does not follow links.
-                shutil.rmtree(self.checkpoint_file.parent, ignore_errors=True)
-        except OSError:
-            pass
-
-
-NO_CHECKPOINT = _NO_CHECKPOINT
+        """Close the checkpoint's descriptor: its file had no name, so nothing is left on disk, and nothing
+        the job left anywhere is looked at."""
+        if self._checkpoint is not None:
+            self._checkpoint.close()
 
 
 def _checkpoint_text(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def _write_private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-
-
-def _mtime(path: Path) -> int | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_mtime_ns ^ st.st_size
 
 
 def _feed_stdin(pipe: Any, text: str) -> None:

@@ -16,7 +16,6 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from schedctl.executor import RunIdentity, account_for, command_argv, job_environment
@@ -55,7 +54,7 @@ def hook_environment(
 ) -> dict[str, str]:
     """The job's environment plus the outcome; no checkpoint variables (the run is over)."""
     account = account_for(snapshot.get("user"), run_as_job_user)
-    env = job_environment(snapshot, run, account, checkpoint=None, checkpoint_file=Path(os.devnull))
+    env = job_environment(snapshot, run, account, checkpoint=None, checkpoint_file=os.devnull)
     env.pop("SCHEDCTL_CHECKPOINT_FILE", None)
     env["SCHEDCTL_STATE"] = state
     env["SCHEDCTL_EXIT_STATUS"] = "" if exit_status is None else str(exit_status)

@@ -65,6 +65,7 @@ class RunResult:
     output_tail: str | None = None
     checkpoint: Any = None
     checkpoint_written: bool = False  # the job wrote a checkpoint (None is a value it may write)
+    checkpoint_problem: str | None = None  # what the job left could not be taken (over the cap, not JSON)
     lost: bool = False
 
 
@@ -83,18 +84,31 @@ def outcome_for(claim: Claim, result: RunResult) -> Outcome | None:
     }
     snapshot = result.snapshot
     reason = result.stop_reason
+    note = result.checkpoint_problem
     if reason is StopReason.SHUTDOWN:
-        return Outcome(state=RunState.QUEUED, **base)  # handed back: no failure counted, no delay
+        return Outcome(state=RunState.QUEUED, error=note, **base)  # handed back: no failure counted, no delay
     if reason is StopReason.CANCELLED:
         return Outcome(
-            state=RunState.CANCELLED, error="cancelled on request", reason=StopReason.CANCELLED, **base
+            state=RunState.CANCELLED,
+            error=_noted("cancelled on request", note),
+            reason=StopReason.CANCELLED,
+            **base,
         )
     if reason is StopReason.TIMEOUT:
-        return Outcome(state=RunState.TIMED_OUT, error=f"timed out after {snapshot.get('timeout')}s", **base)
+        return Outcome(
+            state=RunState.TIMED_OUT,
+            error=_noted(f"timed out after {snapshot.get('timeout')}s", note),
+            **base,
+        )
     if result.start_error is None and result.returncode == 0:
-        return Outcome(state=RunState.SUCCEEDED, **base)
-    error = result.start_error or f"exited with status {result.returncode}"
+        return Outcome(state=RunState.SUCCEEDED, error=note, **base)
+    error = _noted(result.start_error or f"exited with status {result.returncode}", note)
     if claim.failures < int(snapshot.get("retries") or 0):
         delay = float(snapshot.get("retry_backoff") or 0.0) * (2**claim.failures)
         return Outcome(state=RunState.QUEUED, retry_after=delay, error=error, **base)
     return Outcome(state=RunState.FAILED, error=error, **base)
+
+
+def _noted(error: str, note: str | None) -> str:
+    """One line for the record: why the run ended, then why its checkpoint was not taken."""
+    return error if note is None else f"{error}; {note}"

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schedctl.executor import NO_CHECKPOINT, Execution, RunIdentity
+from schedctl.checkpoint import NO_CHECKPOINT
+from schedctl.executor import Execution, RunIdentity
 from schedctl.groupguard import GroupGuard
 from schedctl.job import RunState
 from schedctl.outcome import RunResult, StopReason, outcome_for
@@ -52,7 +53,7 @@ class Supervisor:
     """The worker's executing runs, keyed by ``(job_id, scheduled_for)``.
 
     ``watch(fd, key)`` and ``unwatch(fd)`` put a child's descriptors in the worker's selector and take them
-    out; ``root`` holds the runs' checkpoint files. ``guard`` (set once started) kills the children's process
+    out; ``root`` (the worker's own folder) holds the runs' unnamed checkpoint files. ``guard`` (set once started) kills the children's process
     groups if the worker dies without stopping them.
     """
 
@@ -73,7 +74,6 @@ class Supervisor:
         self.guard: GroupGuard | None = None
         self._check: set[RunKey] = set()  # runs whose child may have exited since the last turn
         self.next_sweep = 0.0
-        self._serial = 0
         self._user_noted: set[str] = set()
 
     def __len__(self) -> int:
@@ -97,13 +97,11 @@ class Supervisor:
                 error="the run carries no job snapshot",
             )
         self._note_user(run)
-        self._serial += 1
-        checkpoint_file = self.root / f"{self._serial}.json"
         execution = Execution(
             ident,
             run.snapshot,
             run.checkpoint,
-            checkpoint_file,
+            self.root,
             tail_bytes=self.settings.output_tail_bytes,
             run_as_job_user=self.settings.run_as_job_user,
             monotonic=self.monotonic,
@@ -209,6 +207,7 @@ class Supervisor:
             output_tail=execution.tail.text(),
             checkpoint=None if checkpoint is NO_CHECKPOINT else checkpoint,
             checkpoint_written=checkpoint is not NO_CHECKPOINT,
+            checkpoint_problem=execution.checkpoint_problem,
             lost=active.lost,
         )
         return outcome_for(active.claim, result)

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from schedctl.backoff import Backoff
+from schedctl.checkpoint import NO_CHECKPOINT
 from schedctl.clock import Clock
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
-from schedctl.executor import NO_CHECKPOINT
 from schedctl.groupguard import GroupGuard
 from schedctl.job import ServeStopReason
 from schedctl.observability import health, metrics
@@ -99,8 +99,8 @@ class Worker:
             poll_interval=settings.poll_interval,
         )
         self._stop_reason: str = ServeStopReason.SHUTDOWN
-        # 0700 (mkdtemp's mode): checkpoints are the jobs' business. A job running as another user gets a
-        # folder of its own beside this one (executor), so this one never needs opening up.
+        # 0700 (mkdtemp's mode), and it stays closed to job users: their checkpoints are unnamed files made
+        # here and handed over as descriptors (schedctl/checkpoint.py), so no job ever needs a path in it.
         self._root = Path(tempfile.mkdtemp(prefix="schedctl-worker-"))
         self._runs = Supervisor(settings, clock.monotonic, self._root, self._register, self._forget_fd)
 
@@ -142,7 +142,7 @@ class Worker:
         self._guard = GroupGuard.start()
         self._runs.guard = self._guard
         if self._guard is not None:
-            self._guard.remove_on_exit(self._root)  # checkpoints of our jobs: not left behind by a SIGKILL
+            self._guard.remove_on_exit(self._root)  # not left behind by a SIGKILL
         self._listener = wake.listener_for(self.store, self._register, self._forget_fd, self.clock.monotonic)
         if self._guard is not None and self._listener.path is not None:
             self._guard.remove_on_exit(self._listener.path)

@@ -117,9 +117,7 @@ def through_database(store: Any, jobs: dict[str, Job]) -> dict[str, claims.Claim
 def execute(run: claims.ClaimedRun, tmp_path: Path) -> Execution:
     ident = RunIdentity(run.job_id, run.scheduled_for, run.attempt)
     assert run.snapshot is not None
-    # Named by attempt, as the worker names them by serial: a 241-character id is no file name.
-    checkpoint_file = tmp_path / f"{len(list(tmp_path.glob('*.json')))}-{run.attempt}.json"
-    execution = Execution(ident, run.snapshot, run.checkpoint, checkpoint_file)
+    execution = Execution(ident, run.snapshot, run.checkpoint, tmp_path)
     deadline = time.monotonic() + 20
     while not execution.done():
         assert time.monotonic() < deadline, "the job did not finish"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,9 +35,7 @@ def snapshot(command, **kw):
 
 
 def run(tmp_path: Path, command, checkpoint=None, tail_bytes=8192, **kw) -> Execution:
-    execution = Execution(
-        RUN, snapshot(command, **kw), checkpoint, tmp_path / "cp" / "checkpoint.json", tail_bytes=tail_bytes
-    )
+    execution = Execution(RUN, snapshot(command, **kw), checkpoint, tmp_path, tail_bytes=tail_bytes)
     deadline = time.monotonic() + 20
     while not execution.done():
         assert time.monotonic() < deadline, "the command did not finish"
@@ -71,7 +69,9 @@ def test_the_job_gets_crons_environment_not_the_workers(tmp_path, monkeypatch):
     assert env["SCHEDCTL_JOB_ID"] == "nightly-export"
     assert env["SCHEDCTL_SCHEDULED_FOR"] == "2026-03-29T01:30:00.005000Z"
     assert env["SCHEDCTL_ATTEMPT"] == "3"
-    assert env["SCHEDCTL_CHECKPOINT_FILE"] == str(tmp_path / "cp" / "checkpoint.json")
+    assert re.fullmatch(
+        r"/dev/fd/\d+", env["SCHEDCTL_CHECKPOINT_FILE"]
+    )  # a descriptor, not a path (issue 24)
     assert "SCHEDCTL_CHECKPOINT" not in env
     assert sorted(env) == sorted(
         [
@@ -141,7 +141,7 @@ def test_sigterm_lets_a_job_exit_cleanly_inside_its_grace(tmp_path):
         RUN,
         snapshot("trap 'echo got-term; exit 0' TERM; while :; do sleep 0.05; done", grace_period=5),
         None,
-        tmp_path / "c.json",
+        tmp_path,
     )
     time.sleep(0.2)
     execution.stop(StopReason.SHUTDOWN)
@@ -155,7 +155,6 @@ def test_sigterm_lets_a_job_exit_cleanly_inside_its_grace(tmp_path):
 
 
 def test_checkpoint_round_trip_and_invalid_json_is_ignored(tmp_path, caplog):
-    cp_file = tmp_path / "cp" / "checkpoint.json"
     command = 'echo "$SCHEDCTL_CHECKPOINT"; cat "$SCHEDCTL_CHECKPOINT_FILE"; echo'
     execution = run(tmp_path, command, checkpoint={"offset": 41})
     assert execution.tail.text() == '{"offset":41}\n{"offset":41}\n'
@@ -171,8 +170,9 @@ def test_checkpoint_round_trip_and_invalid_json_is_ignored(tmp_path, caplog):
         assert execution.read_checkpoint() is NO_CHECKPOINT
         assert execution.final_checkpoint() is NO_CHECKPOINT
     events = [(r.event, r.job_id, r.attempt) for r in caplog.records]
-    assert events == [("checkpoint_invalid", "nightly-export", 3)] * 2
-    assert json.loads(cp_file.read_text() + "1}") == {"offset": 1}
+    assert events == [("checkpoint_refused", "nightly-export", 3)]  # said once, however often it is read
+    assert execution.checkpoint_problem and "not valid JSON" in execution.checkpoint_problem
+    assert os.listdir(tmp_path) == []  # the checkpoint never had a name
 
 
 def test_a_command_that_cannot_start_reports_why(tmp_path):
@@ -206,7 +206,7 @@ def test_run_as_job_user_switches_user_and_home(tmp_path):
         RUN,
         snapshot("id -un; echo $HOME $USER", user="nobody", workdir="/"),
         None,
-        tmp_path / "cp" / "c.json",
+        tmp_path,
         run_as_job_user=True,
     )
     while not execution.done():

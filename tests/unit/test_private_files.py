@@ -55,9 +55,9 @@ def test_a_checkpoint_file_is_created_0600(tmp_path: Path, monkeypatch: pytest.M
         execution = finish(
             Execution(
                 RUN,
-                snapshot('stat -c %a "$SCHEDCTL_CHECKPOINT_FILE"'),
+                snapshot('stat -L -c %a "$SCHEDCTL_CHECKPOINT_FILE"'),
                 {"offset": 1},
-                tmp_path / "root" / "1.json",
+                tmp_path,
             )
         )
     finally:
@@ -66,38 +66,36 @@ def test_a_checkpoint_file_is_created_0600(tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
-def test_a_job_running_as_another_user_gets_a_private_folder_outside_the_workers(
+def test_a_job_running_as_another_user_writes_its_checkpoint_through_a_descriptor_not_a_folder(
     request: pytest.FixtureRequest,
 ) -> None:
+    """Issue 24: the job user gets the worker's unnamed file, theirs to write, and no folder of its own: the
+    worker's folder stays 0700 and closed, and nothing in it (or beside it) ever has a name the job chose."""
     try:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no user nobody")
-    # pytest's tmp_path is inside a 0700 folder: nobody could not reach anything there. Use /tmp, as a worker does.
-    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="i16-test-"))
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="i24-test-"))
     os.chmod(base, 0o755)
     request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
     root = base / "schedctl-worker-x"
     root.mkdir(mode=0o700)
     command = (
-        'd=$(dirname "$SCHEDCTL_CHECKPOINT_FILE"); stat -c "%a %U" "$d" "$SCHEDCTL_CHECKPOINT_FILE"; '
+        'stat -L -c "%a %U" "$SCHEDCTL_CHECKPOINT_FILE"; cat "$SCHEDCTL_CHECKPOINT_FILE"; echo; '
         f'ls {root} >/dev/null 2>&1 && echo can-list-worker-folder; printf 7 > "$SCHEDCTL_CHECKPOINT_FILE"'
     )
     execution = Execution(
         RUN,
         snapshot(command, user="nobody", workdir="/"),
         {"offset": 1},
-        root / "1.json",
+        root,
         run_as_job_user=True,
     )
     finish(execution)
-    folder = execution.checkpoint_file.parent
-    assert execution.tail.text() == f"700 {nobody.pw_name}\n600 {nobody.pw_name}\n", execution.tail.text()
-    assert folder.parent == base and root not in folder.parents  # the worker's folder stays closed
-    assert mode(root) == 0o700
+    assert execution.tail.text() == f'600 {nobody.pw_name}\n{{"offset":1}}\n', execution.tail.text()
+    assert mode(root) == 0o700 and os.listdir(root) == [] and os.listdir(base) == [root.name]
     assert execution.final_checkpoint() == 7
     execution.cleanup()
-    assert not folder.exists()
 
 
 # ------------------------------------------------------------------------------- item 4: the SQLite file
