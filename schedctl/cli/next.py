@@ -158,13 +158,14 @@ def _plain(schedule: Schedule, fires: Iterator[Fire]) -> None:
 
 
 def _rich(schedule: Schedule, fires: Iterator[Fire]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{schedule.describe()} ({schedule.zone})", title_justify="left", box=None)
+    from schedctl.cli._render import console, text
+
+    table = Table(title=text(f"{schedule.describe()} ({schedule.zone})"), title_justify="left", box=None)
     table.add_column("LOCAL", no_wrap=True)
     table.add_column("UTC", no_wrap=True)
     table.add_column("NOTE")
     for fire in fires:
-        table.add_row(_local(fire), _utc(fire), _mark(schedule, fire))
-    Console().print(table)
+        table.add_row(text(_local(fire)), text(_utc(fire)), text(_mark(schedule, fire)))
+    console().print(table)
