@@ -98,12 +98,13 @@ def _job_schedule(job_id: str, jobs_path: str, now: datetime) -> Schedule:
     from schedctl import cron
     from schedctl.config import load_jobs
     from schedctl.errors import JobNotFound
+    from schedctl.printable import cut, quoted
 
     jobs = load_jobs(jobs_path, now=now)
     if job_id not in jobs:
         close = difflib.get_close_matches(job_id, list(jobs), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise JobNotFound(f"no job '{job_id}' in {jobs_path}{hint}")
+        raise JobNotFound(f"no job {quoted(job_id)} in {cut(jobs_path)}{hint}")
     job = jobs[job_id]
     if job.paused:
         click.echo(

@@ -161,3 +161,62 @@ def test_logs_prints_the_output_as_stored_and_its_header_as_text(
     assert "Traceback" not in out + err
     assert err.startswith(f"# j{SHOWN} ") and "\x1b]" not in err
     assert out == f"out {EVIL}\n"  # the job's output as the job wrote it (docs/security.md)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("logs", JOB_ID),  # no run of that job: the id is echoed
+        ("logs", "plain", f"2026-01-01T00:00:00{EVIL}"),  # click's own message for a bad argument
+        ("runs", "--state", EVIL),
+        ("jobs", EVIL),  # click's "unexpected extra argument (...)"
+    ],
+    ids=["logs-job", "logs-instant", "runs-state", "extra-argument"],
+)
+def test_a_one_line_error_shows_markup_and_escapes_as_text(
+    args: tuple[str, ...], sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "schedctl.toml").write_text(JOBS)
+    upgrade(store := open_store(sqlite_url))
+    store.dispose()
+    code, out, err = schedctl(monkeypatch, *args, "--db", sqlite_url, tty=True)
+    assert code in (1, 2), err
+    assert "Traceback" not in err and "\x1b]" not in err and "\x07" not in err
+    assert MARKUP in err and "\\x1b]0;t\\x07" in err
+
+
+HUGE = "a" * 10_000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run", HUGE),
+        ("logs", HUGE),
+        ("logs", HUGE, "2026-01-01T00:00:00Z"),
+        ("cancel", HUGE, "2026-01-01T00:00:00Z"),
+        ("status", HUGE),
+        ("missed", HUGE),
+        ("pause", HUGE),
+        ("next", HUGE),
+        ("jobs", HUGE),
+    ],
+    ids=lambda a: "-".join(x[:10] for x in a),
+)
+def test_an_echoed_value_is_cut_in_the_one_line_error(
+    args: tuple[str, ...], sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "schedctl.toml").write_text(JOBS)
+    upgrade(store := open_store(sqlite_url))
+    store.dispose()
+    extra = () if args[0] in ("next", "jobs") else ("--db", sqlite_url)
+    code, out, err = schedctl(monkeypatch, *args, *extra, tty=False)
+    assert code in (1, 2), err[:300]
+    lines = [line for line in err.splitlines() if line.startswith(("schedctl:", "Error:"))]
+    assert len(lines) == 1, err[:600]
+    # click's own message is cut whole (its length is the message's); ours cut the value and name its length.
+    cut = "characters)" if args[0] == "jobs" else "...' (10000 characters)"
+    assert len(lines[0]) < 300 and cut in lines[0], lines[0][:300]
+    assert all(len(line) < 300 for line in err.splitlines())
