@@ -20,6 +20,7 @@ from typing import Any
 from schedctl.durations import parse_duration
 from schedctl.errors import SchedctlError
 from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, MailOn, labels_key
+from schedctl.printable import cut
 
 ID_PATTERN = "[a-z0-9][a-z0-9._-]*"
 MAX_ID_LENGTH = 255  # job_runs.job_id is String(255)
@@ -61,7 +62,7 @@ def show(value: Any, limit: int = 60) -> str:
         text = json.dumps(value, ensure_ascii=False)
         for ch in "\x85\u2028\u2029\x7f":  # line breaks and DEL json leaves alone
             text = text.replace(ch, f"\\u{ord(ch):04x}")
-        return text if len(text) <= limit else f'{text[: limit - 4]}..." ({len(value)} characters)'
+        return cut(text[1:-1], limit - 2, quote='"', length=len(value))
     if isinstance(value, bool):
         return f"the boolean {str(value).lower()}"
     if isinstance(value, int | float):
@@ -95,8 +96,7 @@ def render_path(parts: Iterable[str | int]) -> str:
         if isinstance(part, int):
             out[-1:] = [f"{out[-1] if out else ''}[{part}]"]
         elif _BARE_KEY.match(part):
-            # A 10,000-character id must not make a 10,000-character error line.
-            out.append(part if len(part) <= 80 else f"{part[:76]}...({len(part)} characters)")
+            out.append(cut(part))  # a 10,000-character id must not make a 10,000-character error line
         else:
             out.append(show(part, limit=80))
     return ".".join(out)

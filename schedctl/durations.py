@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import re
 
+from schedctl.printable import quoted
+
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 
@@ -29,12 +31,12 @@ def parse_duration(value: object) -> float:
                 pos = match.end()
             if pos != len(text) or not text:
                 raise ValueError(
-                    f'invalid duration {value!r} (write it as "500ms", "90s", "2h30m" or seconds)'
+                    f'invalid duration {quoted(value)} (write it as "500ms", "90s", "2h30m" or seconds)'
                 )
     else:
         raise ValueError(f'expected a duration such as "90s" or a number of seconds, got {value!r}')
     if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
-        raise ValueError(f"invalid duration {value!r}: must be a finite number of seconds >= 0")
+        raise ValueError(f"invalid duration {quoted(str(value))}: must be a finite number of seconds >= 0")
     return seconds
 
 

@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 from schedctl.durations import parse_duration
+from schedctl.printable import quoted
 
 
 def clock_text(at: datetime, ref: datetime) -> str:
@@ -42,7 +43,7 @@ def parse_instant(text: str, now: datetime) -> datetime:
         return parse_timestamp(value)
     except ValueError:
         raise ValueError(
-            f"invalid time {text!r} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
+            f"invalid time {quoted(text)} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
         ) from None
 
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from schedctl.errors import StoreConflict, UsageError
+from schedctl.printable import cut
 from schedctl.settings import DEFAULT_LEASE_NAME
 from schedctl.store import Store, leases
 from schedctl.store.dialect import select_db_now
@@ -161,7 +162,7 @@ def _check_names(name: str, identity: str) -> None:
         raise UsageError(f"lease name must be 1 to 64 characters, not {len(name)}")
     if not 0 < len(identity) <= leases.HOLDER_WIDTH:
         raise UsageError(
-            f"holder identity must be 1 to 255 characters, not {len(identity)}: {identity[:40]}..."
+            f"holder identity must be 1 to 255 characters, not {len(identity)}: {cut(identity, 40)}"
         )
 
 

@@ -14,6 +14,7 @@ from importlib import resources
 from zoneinfo import ZoneInfo
 
 from schedctl.errors import ZoneError
+from schedctl.printable import quoted
 
 __all__ = ["data_version", "load_zone", "validate_zone"]
 
@@ -58,7 +59,7 @@ def _zone_refusal(name: str) -> str | None:
             return f"'{name}' is a path; write '{tail}'"
         return f"'{name}' is a path, not a zone name; name the region, e.g. 'Europe/London'"
     if len(name) > 80:  # no zone name is that long; and an error line must stay one short line
-        return f"unknown zone '{name[:76]}...' ({len(name)} characters)"
+        return f"unknown zone {quoted(name, 76)}"
     if lower.startswith(("posix/", "right/")):
         return f"'{name}' is a variant tree of the zone database; write '{name.split('/', 1)[1]}'"
     if lower in _HOST:

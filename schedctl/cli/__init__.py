@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
+        from schedctl.printable import cut
+
+        # click echoes what it refuses (an extra argument, a bad value) in full: escaped and cut like ours.
+        # (Final in click's stubs; show() reads it, and the exception goes no further than here.)
+        setattr(exc, "message", "\n".join(cut(line, 200) for line in exc.message.split("\n")))  # noqa: B010
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

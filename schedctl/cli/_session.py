@@ -24,6 +24,7 @@ def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict
     """The named jobs from the job files (all of them when none is named); an unknown id is an error."""
     from schedctl.config import load_jobs
     from schedctl.errors import JobNotFound
+    from schedctl.printable import cut, quoted
 
     jobs = load_jobs(jobs_path, now=now)
     wanted = list(dict.fromkeys(job_ids))
@@ -31,7 +32,7 @@ def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict
         if job_id not in jobs:
             close = difflib.get_close_matches(job_id, list(jobs), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise JobNotFound(f"no job {job_id!r} in {jobs_path}{hint}")
+            raise JobNotFound(f"no job {quoted(job_id)} in {cut(jobs_path)}{hint}")
     return {j: jobs[j] for j in wanted} if wanted else jobs
 
 
@@ -43,6 +44,7 @@ def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store
     from schedctl.cli._options import DEFAULT_JOBS
     from schedctl.cli._store import explained
     from schedctl.errors import JobNotFound
+    from schedctl.printable import quoted
 
     if jobs_path != DEFAULT_JOBS or Path(jobs_path).exists():
         return load_selected(jobs_path, job_ids, now)
@@ -54,7 +56,7 @@ def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store
     for job_id in wanted:
         if job_id not in found:
             raise JobNotFound(
-                f"no job {job_id!r} in the database, and no job file ({DEFAULT_JOBS} does not exist here; "
+                f"no job {quoted(job_id)} in the database, and no job file ({DEFAULT_JOBS} does not exist here; "
                 "give --jobs PATH or set SCHEDCTL_JOBS)"
             )
     click.echo(

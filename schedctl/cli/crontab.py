@@ -150,36 +150,41 @@ def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
 
 
 def _summary(outcome: ImportOutcome, now: datetime) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from schedctl.cli._render import console as make_console
+    from schedctl.cli._render import text
     from schedctl.crontab import summary
 
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     if not console.is_terminal:
         console.width = 200  # a log or a pipe: keep one job per line rather than folding at 80 columns
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("ID", "SCHEDULE", "WHEN", "ZONE", "CATCH-UP", "SOURCE", "DST (next 12 months)"):
         table.add_column(column, overflow="fold")
     for row in summary.rows(outcome.jobs, now):
-        table.add_row(row.id, row.schedule, row.description, row.zone, row.policy, row.source, row.dst or "-")
+        cells = (row.id, row.schedule, row.description, row.zone, row.policy, row.source, row.dst or "-")
+        table.add_row(*(text(cell) for cell in cells))
     if outcome.jobs:
         console.print(table)
     names = {"debian": "Debian's cron (Vixie cron 3.0 with Debian's patches)", "cronie": "cronie"}
     console.print(
-        f"note: read as {names.get(outcome.dialect, outcome.dialect)} reads crontabs (--dialect "
-        + (outcome.dialect if outcome.dialect_reason == "--dialect" else f"auto: {outcome.dialect_reason}")
-        + ").",
-        markup=False,
+        text(
+            f"note: read as {names.get(outcome.dialect, outcome.dialect)} reads crontabs (--dialect "
+            + (
+                outcome.dialect
+                if outcome.dialect_reason == "--dialect"
+                else f"auto: {outcome.dialect_reason}"
+            )
+            + ")."
+        )
     )
     for crontab in outcome.crontabs:
         if crontab.format_reason.startswith("every job line's sixth field"):
-            console.print(
-                f"note: {crontab.file}: read as a system crontab: {crontab.format_reason}.", markup=False
-            )
+            console.print(text(f"note: {crontab.file}: read as a system crontab: {crontab.format_reason}."))
     reboots = sum(1 for d in outcome.diagnostics if "@reboot" in d.message)
     for note in summary.notes(outcome.jobs, reboots):
-        console.print(f"note: {note}", markup=False)
+        console.print(text(f"note: {note}"))
 
 
 @click.command("export", context_settings=_CONTEXT)

@@ -112,14 +112,13 @@ def _ago(moment: datetime, now: datetime) -> str:
 
 def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
     """A rich table on a terminal; plain aligned columns otherwise, so pipes and scripts get stable text."""
-    from schedctl.printable import escape_controls
+    from schedctl.cli._render import console as make_console
+    from schedctl.cli._render import plain, text
 
-    rows = [[escape_controls(cell) for cell in row] for row in rows]  # a command's escapes stay inert
+    rows = [[plain(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     if sys.stdout.isatty():
-        from rich.console import Console
         from rich.table import Table
-        from rich.text import Text
 
         table = Table(box=None, header_style="bold", pad_edge=False)
         for name in header:
@@ -127,8 +126,8 @@ def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
             free = name in ("DESCRIPTION", "COMMAND")
             table.add_column(name, no_wrap=not free, max_width=40 if free else None, overflow="fold")
         for row in rows:
-            table.add_row(*(Text(cell) for cell in row))  # Text: brackets in a value are not markup
-        console = Console()  # leaves colour out when NO_COLOR is set
+            table.add_row(*(text(cell) for cell in row))
+        console = make_console()
         natural = sum(
             min(w, 40) if h in ("DESCRIPTION", "COMMAND") else w for w, h in zip(widths, header, strict=True)
         ) + 2 * len(header)

@@ -52,8 +52,10 @@ def leases(name: str, limit: int, db_url: str, output: str, as_json: bool) -> No
 
         say_database(store)
         render(found)
+        from schedctl.cli._render import plain
+
         for line in skew:
-            click.echo(f"! version skew among alive schedulers and workers: {line}", err=True)
+            click.echo(plain(f"! version skew among alive schedulers and workers: {line}"), err=True)
 
 
 def as_document(report: Any) -> dict[str, Any]:
@@ -90,23 +92,29 @@ def as_document(report: Any) -> dict[str, Any]:
 
 
 def render(report: Any) -> None:
+    from schedctl.cli._render import plain
+
     rows: list[tuple[str, ...]] = [
-        (
-            str(t.term),
-            t.holder,
-            _short(t.acquired_at),
-            _short(t.renewed_at),
-            _short(t.ended_at),
-            t.end_reason or "-",
-            t.schedctl_version,
-            t.tzdata_version,
+        tuple(
+            plain(cell)
+            for cell in (
+                str(t.term),
+                t.holder,
+                _short(t.acquired_at),
+                _short(t.renewed_at),
+                _short(t.ended_at),
+                t.end_reason or "-",
+                t.schedctl_version,
+                t.tzdata_version,
+            )
         )
         for t in report.terms
     ]
+    summary = plain(_summary(report))
     if sys.stdout.isatty():
-        _render_rich(_summary(report), rows)
+        _render_rich(summary, rows)
         return
-    click.echo(_summary(report))
+    click.echo(summary)
     if rows:
         click.echo()
         widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(TERM_COLUMNS)]
@@ -115,18 +123,20 @@ def render(report: Any) -> None:
 
 
 def _render_rich(summary: str, rows: list[tuple[str, ...]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    console.print(f"{summary} (times UTC)", highlight=False, markup=False)
+    from schedctl.cli._render import console as make_console
+    from schedctl.cli._render import text
+
+    console = make_console()
+    console.print(text(f"{summary} (times UTC)"))
     if rows:
         table = Table(box=None, header_style="bold")
         for column in TERM_COLUMNS:
             # Identities fold rather than vanish behind an ellipsis; instants stay whole.
             table.add_column(column, overflow="fold", no_wrap=column in ("ACQUIRED", "RENEWED", "ENDED"))
         for row in rows:
-            table.add_row(*(_compact(cell) for cell in row))
+            table.add_row(*(text(_compact(cell)) for cell in row))
         console.print(table)
 
 

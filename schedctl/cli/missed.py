@@ -14,7 +14,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option
-from schedctl.cli._render import emit, table, utc_text
+from schedctl.cli._render import emit, plain, table, utc_text
 from schedctl.cli._session import db_clock, load_selected, open_db, parse_time, report_session
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def _show_ticks(job_id: str, ticks: list[MissedTick], fmt: str) -> None:
     if fmt in ("json", "jsonl"):
         emit(fmt, [tick_json(job_id, t) for t in ticks])
     elif not ticks:
-        click.echo(f"{job_id}: no missed ticks", err=True)
+        click.echo(plain(f"{job_id}: no missed ticks"), err=True)
     else:
         rows = [[utc_text(t.scheduled_for), t.reason_code, t.row_state or "-", t.reason_text] for t in ticks]
         table(rows, ("SCHEDULED (UTC)", "REASON", "ROW", "WHY"))
@@ -253,19 +253,23 @@ def _show_plan(plan: ReplayPlan) -> None:
     if rows:
         table(rows, ("JOB", "SCHEDULED (UTC)", "ACTION", "MISSED BECAUSE"))
     for job_id in plan.clears:
-        click.echo(f"{job_id}: its catch-up refusal will be cleared, so the scheduler resumes it", err=True)
+        click.echo(
+            plain(f"{job_id}: its catch-up refusal will be cleared, so the scheduler resumes it"), err=True
+        )
 
 
 def _report(plan: ReplayPlan, dispatched: int, already: int) -> None:
     for job_id, n in sorted(plan.per_job().items()):
         ticks = [t.scheduled_for for t in plan.ticks if t.job_id == job_id]
-        click.echo(f"{job_id}: {n} ticks queued ({utc_text(min(ticks))} .. {utc_text(max(ticks))} UTC)")
+        click.echo(
+            plain(f"{job_id}: {n} ticks queued ({utc_text(min(ticks))} .. {utc_text(max(ticks))} UTC)")
+        )
     if already:
         click.echo(
             f"{already} of them had been dispatched by someone else meanwhile: not queued again", err=True
         )
     for job_id in plan.clears:
-        click.echo(f"{job_id}: catch-up refusal cleared; the scheduler resumes it")
+        click.echo(plain(f"{job_id}: catch-up refusal cleared; the scheduler resumes it"))
     click.echo(f"replayed {dispatched} ticks", err=True)
 
 
@@ -279,10 +283,11 @@ class _progress:
     def __enter__(self) -> Any:
         if self.total < 1000 or not sys.stderr.isatty():
             return None
-        from rich.console import Console
         from rich.progress import Progress
 
-        self.bar = Progress(console=Console(stderr=True), transient=True)
+        from schedctl.cli._render import console
+
+        self.bar = Progress(console=console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task("replaying", total=self.total)
         return lambda done, total: self.bar.update(task, completed=done)

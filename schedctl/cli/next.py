@@ -98,12 +98,13 @@ def _job_schedule(job_id: str, jobs_path: str, now: datetime) -> Schedule:
     from schedctl import cron
     from schedctl.config import load_jobs
     from schedctl.errors import JobNotFound
+    from schedctl.printable import cut, quoted
 
     jobs = load_jobs(jobs_path, now=now)
     if job_id not in jobs:
         close = difflib.get_close_matches(job_id, list(jobs), n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise JobNotFound(f"no job '{job_id}' in {jobs_path}{hint}")
+        raise JobNotFound(f"no job {quoted(job_id)} in {cut(jobs_path)}{hint}")
     job = jobs[job_id]
     if job.paused:
         click.echo(
@@ -158,13 +159,14 @@ def _plain(schedule: Schedule, fires: Iterator[Fire]) -> None:
 
 
 def _rich(schedule: Schedule, fires: Iterator[Fire]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{schedule.describe()} ({schedule.zone})", title_justify="left", box=None)
+    from schedctl.cli._render import console, text
+
+    table = Table(title=text(f"{schedule.describe()} ({schedule.zone})"), title_justify="left", box=None)
     table.add_column("LOCAL", no_wrap=True)
     table.add_column("UTC", no_wrap=True)
     table.add_column("NOTE")
     for fire in fires:
-        table.add_row(_local(fire), _utc(fire), _mark(schedule, fire))
-    Console().print(table)
+        table.add_row(text(_local(fire)), text(_utc(fire)), text(_mark(schedule, fire)))
+    console().print(table)

@@ -31,11 +31,14 @@ class Instant(click.ParamType):
         if isinstance(value, datetime):
             return value
         from schedctl.instants import parse_timestamp
+        from schedctl.printable import quoted
 
         try:
             return parse_timestamp(str(value))
         except ValueError:
-            self.fail(f"{value!r} is not an RFC 3339 time such as 2026-03-01T02:30:00Z", param, ctx)
+            self.fail(
+                f"{quoted(str(value))} is not an RFC 3339 time such as 2026-03-01T02:30:00Z", param, ctx
+            )
 
 
 @click.command(context_settings=_CTX)
@@ -162,7 +165,9 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
             result = cancel_run(store, job_id, scheduled_for)
     finally:
         store.dispose()
-    key = f"{job_id} {instant_text(scheduled_for)}"
+    from schedctl.printable import escape_controls, quoted
+
+    key = f"{escape_controls(job_id)} {instant_text(scheduled_for)}"
     if result == CancelResult.CANCELLED:
         click.echo(f"cancelled {key}")
     elif result == CancelResult.CANCEL_REQUESTED:
@@ -170,7 +175,9 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
     else:
         from schedctl.errors import SchedctlError
 
-        raise SchedctlError(f"{key} already ended ({result}); nothing to cancel")
+        raise SchedctlError(
+            f"{quoted(job_id)} {instant_text(scheduled_for)} already ended ({result}); nothing to cancel"
+        )
 
 
 def _iso(at: datetime | None) -> str | None:

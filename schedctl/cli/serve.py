@@ -42,7 +42,9 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     for value in values:
         key, sep, val = value.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {value!r}", ctx=ctx, param=param)
+            from schedctl.printable import quoted
+
+            raise click.BadParameter(f"expected KEY=VALUE, got {quoted(value)}", ctx=ctx, param=param)
         labels[key] = val
     return labels
 
@@ -247,14 +249,14 @@ def _check_identity(identity: str) -> None:
     """Checked before anything starts: a 300-character identity used to crash the scheduler loop at its first
     lease write."""
     from schedctl.errors import UsageError
-    from schedctl.printable import escape_controls, has_controls
+    from schedctl.printable import cut, has_controls
 
-    shown = escape_controls(identity[:40]) + ("..." if len(identity) > 40 else "")
+    shown = cut(identity, 40)
     if not identity.strip():
         raise UsageError("--identity: must not be empty")
     if len(identity) > IDENTITY_MAX:
         raise UsageError(
-            f"--identity {shown}: {len(identity)} characters, at most {IDENTITY_MAX} (it is stored with every lease)"
+            f"--identity {shown}: at most {IDENTITY_MAX} characters (it is stored with every lease)"
         )
     if has_controls(identity) or "\n" in identity or "\t" in identity:
         raise UsageError(f"--identity {shown}: control characters are not allowed")

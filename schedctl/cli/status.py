@@ -9,7 +9,7 @@ import click
 
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option
-from schedctl.cli._render import emit, table, utc_text
+from schedctl.cli._render import emit, plain, table, utc_text
 from schedctl.cli._session import on_job, report_session
 from schedctl.cli.missed import iso
 from schedctl.job import PauseSource
@@ -168,18 +168,19 @@ def _show_one(s: JobStatus, fmt: str, now: datetime) -> None:
         emit(fmt, [status_json(s)])
         return
     job = s.job
-    click.echo(f"{job.id}: {s.verdict}")
+    # Without job files the job (its id, schedule, and the lease holder) is what the database holds.
+    click.echo(plain(f"{job.id}: {s.verdict}"))
     policy = f'catch_up = "{job.catch_up}"' + (
         f", max_catch_up = {job.max_catch_up}" if job.max_catch_up else ""
     )
     described = f", {s.description}" if s.description and s.description != job.schedule else ""
-    click.echo(f"  schedule:  {job.schedule} ({job.timezone}){described}")
+    click.echo(plain(f"  schedule:  {job.schedule} ({job.timezone}){described}"))
     click.echo(f'  policy:    {policy}, concurrency = "{job.concurrency}"')
-    click.echo(f"  next:      {_next_text(s)}")
-    click.echo(f"  lease:     {_lease_text(s, now)}")
+    click.echo(plain(f"  next:      {_next_text(s)}"))
+    click.echo(plain(f"  lease:     {_lease_text(s, now)}"))
     if s.missed:
         click.echo(
-            f"  missed:    {len(s.missed)} ticks in the window (`schedctl missed {job.id}` lists them)"
+            plain(f"  missed:    {len(s.missed)} ticks in the window (`schedctl missed {job.id}` lists them)")
         )
     if s.timeline:
         click.echo("")

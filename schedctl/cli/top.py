@@ -49,13 +49,11 @@ def top(once: bool, interval: float, name: str, db_url: str) -> None:
         if once or not sys.stdout.isatty():
             with explained(store):
                 frame = read_frame(store, name, schedules)
-            from rich.console import Console
+            from schedctl.cli._render import console
 
             # Piped, a frame is not cut to 80 columns: lines stay whole for grep and for the tests.
             tty = sys.stdout.isatty()
-            Console(highlight=False, width=None if tty else 200, soft_wrap=not tty).print(
-                render(frame, target)
-            )
+            console(width=None if tty else 200, soft_wrap=not tty).print(render(frame, target))
             return
         _live(lambda: read_frame(store, name, schedules), target, interval)
     finally:
@@ -67,25 +65,26 @@ def _live(read: Any, target: str, interval: float) -> None:
     import termios
     import tty
 
-    from rich.console import Console
+    from rich.console import Group
     from rich.live import Live
-    from rich.text import Text
 
+    from schedctl.cli._render import console, text
     from schedctl.errors import StoreError
 
     def frame() -> Any:
         try:
             return render(read(), target)
         except StoreError as exc:  # keep trying: an outage is exactly when someone watches
-            return Text(f"database: {target}\n{exc}\n(retrying every {interval:g}s; q quits)")
+            return Group(
+                text(f"database: {target}"), text(exc), text(f"(retrying every {interval:g}s; q quits)")
+            )
 
-    console = Console(highlight=False)
     stdin = sys.stdin.fileno() if sys.stdin.isatty() else None
     saved = termios.tcgetattr(stdin) if stdin is not None else None
     try:
         if stdin is not None:
             tty.setcbreak(stdin)
-        with Live(frame(), console=console, screen=True, auto_refresh=False) as live:
+        with Live(frame(), console=console(), screen=True, auto_refresh=False) as live:
             while True:
                 if stdin is not None:
                     ready, _, _ = select.select([stdin], [], [], interval)
@@ -106,6 +105,7 @@ def render(f: Frame, target: str) -> Any:
     from rich.table import Table
     from rich.text import Text
 
+    from schedctl.cli._render import text
     from schedctl.cli.workers import labels_text
     from schedctl.durations import ago, span
     from schedctl.job import WorkerState
@@ -116,9 +116,15 @@ def render(f: Frame, target: str) -> Any:
             t.add_column(c, overflow="fold")
         return t
 
+    def row(t: Table, *cells: str) -> None:
+        t.add_row(*(text(cell) for cell in cells))
+
+    def heading(line: str) -> Text:  # a blank line, then the section's first line
+        return Text.assemble("\n", text(line))
+
     now = f.now
     parts: list[Any] = [
-        Text(
+        text(
             f"schedctl top - database: {target} - {now.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC - {f.job_count} jobs"
         )
     ]
@@ -134,20 +140,21 @@ def render(f: Frame, target: str) -> Any:
         lead = "leader: NONE - no scheduler has ever held the lease"
     standbys = f.standbys()
     lead += "; standbys: " + (", ".join(p.identity for p in standbys) if standbys else "none")
-    parts.append(Text(lead))
+    parts.append(text(lead))
     workers = f.workers()
     alive, stale, stopped = (sum(1 for w in workers if w.state == s) for s in WorkerState)
     used = sum(f.running_by_worker.get(w.identity, 0) for w in workers if w.state == WorkerState.ALIVE)
     slots = sum(w.slots for w in workers if w.state == WorkerState.ALIVE)
     parts.append(
-        Text(f"\nworkers: {alive} alive, {stale} stale, {stopped} stopped; slots {used}/{slots} in use")
+        heading(f"workers: {alive} alive, {stale} stale, {stopped} stopped; slots {used}/{slots} in use")
     )
     for line in f.skew:
-        parts.append(Text(f"! version skew: {line}"))
+        parts.append(text(f"! version skew: {line}"))
     if workers:
         t = table("WORKER", "STATE", "LABELS", "SLOTS", "LAST SEEN", "VERSION")
         for w in workers:
-            t.add_row(
+            row(
+                t,
                 w.identity,
                 w.state,
                 labels_text(w.labels),
@@ -156,11 +163,12 @@ def render(f: Frame, target: str) -> Any:
                 w.schedctl_version,
             )
         parts.append(t)
-    parts.append(Text(f"\nrunning: {f.running_total}"))
+    parts.append(heading(f"running: {f.running_total}"))
     if f.running:
         t = table("JOB", "SCHEDULED (UTC)", "WORKER", "ATTEMPT", "ELAPSED", "CHECKPOINT", "HEARTBEAT")
         for r in f.running:
-            t.add_row(
+            row(
+                t,
                 r.job_id,
                 f"{r.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
                 r.worker or "-",
@@ -172,36 +180,37 @@ def render(f: Frame, target: str) -> Any:
         parts.append(t)
         if f.running_total > len(f.running):
             parts.append(
-                Text(f"... and {f.running_total - len(f.running)} more (`schedctl runs --state running`)")
+                text(f"... and {f.running_total - len(f.running)} more (`schedctl runs --state running`)")
             )
-    queue = f"\nqueue: {f.queue_depth} due"
+    queue = f"queue: {f.queue_depth} due"
     if f.oldest_queued is not None:
         queue += f", oldest queued {ago(_secs(f.oldest_queued, now))}"
     if f.without_worker:
         queue += f"; ! {f.without_worker} with no alive worker that may take them (`schedctl status`)"
-    parts.append(Text(queue))
-    parts.append(Text("\nnext fires:"))
+    parts.append(heading(queue))
+    parts.append(heading("next fires:"))
     if f.next_fires:
         t = table("JOB", "ZONE", "LOCAL", "IN")
         for n in f.next_fires:
             local = _local(n.at, n.timezone)
-            t.add_row(n.job_id, n.timezone, local, span((n.at - now).total_seconds()))
+            row(t, n.job_id, n.timezone, local, span((n.at - now).total_seconds()))
         parts.append(t)
     else:
-        parts.append(Text("none known (no scheduler has led with jobs yet)"))
+        parts.append(text("none known (no scheduler has led with jobs yet)"))
     for title, rows in (("last failures", f.failures), ("last missed ticks", f.missed)):
-        parts.append(Text(f"\n{title}:" + ("" if rows else " none")))
+        parts.append(heading(f"{title}:" + ("" if rows else " none")))
         if rows:
             t = table("JOB", "SCHEDULED (UTC)", "STATE", "EXIT", "WHEN", "DETAIL")
-            for row in rows:
-                when = row.at or row.scheduled_for
-                t.add_row(
-                    row.job_id,
-                    f"{row.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
-                    row.state,
-                    "-" if row.exit_status is None else str(row.exit_status),
+            for done in rows:
+                when = done.at or done.scheduled_for
+                row(
+                    t,
+                    done.job_id,
+                    f"{done.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
+                    done.state,
+                    "-" if done.exit_status is None else str(done.exit_status),
                     ago(_secs(when, now)),
-                    (row.detail or "-").splitlines()[0][:80] if row.detail else "-",
+                    (done.detail or "-").splitlines()[0][:80] if done.detail else "-",
                 )
             parts.append(t)
     return Group(*parts)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
-from schedctl.cli._render import utc_text
+from schedctl.cli._render import plain, utc_text
 from schedctl.durations import ago
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def workers(db_url: str, output: str, as_json: bool) -> None:
     if fmt in ("json", "jsonl"):
         return
     for line in registry.version_skew(found):
-        click.echo(f"! version skew among alive processes: {line}", err=True)
+        click.echo(plain(f"! version skew among alive processes: {line}"), err=True)
     if not found:
         click.echo("no worker has registered with this database (start `schedctl serve`)", err=True)
 

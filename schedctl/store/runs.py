@@ -10,6 +10,7 @@ from schedctl.errors import RunNotFound, SchedctlError
 from schedctl.instants import instant_text
 from schedctl.job import CancelResult, Job, RunState
 from schedctl.outcome import StopReason
+from schedctl.printable import quoted
 from schedctl.store import Store
 from schedctl.store.dialect import db_now
 from schedctl.store.history import RUN_COLUMNS, run_record
@@ -111,11 +112,11 @@ def resolve_tick(store: Store, job_id: str, given: datetime) -> datetime:
     listed = ", ".join(instant_text(f) for f in found[:10])
     more = " (and more)" if len(found) > 10 else ""
     raise SchedctlError(
-        f"{len(found)} runs of {job_id!r} fall in {instant_text(given)}: {listed}{more}; give one"
+        f"{len(found)} runs of {quoted(job_id)} fall in {instant_text(given)}: {listed}{more}; give one"
     )
 
 
 def _missing(job_id: str, scheduled_for: datetime | None) -> str:
     if scheduled_for is None:
-        return f"job {job_id!r} has no run that started"
-    return f"no run of {job_id!r} scheduled for {instant_text(scheduled_for)}"
+        return f"job {quoted(job_id)} has no run that started"
+    return f"no run of {quoted(job_id)} scheduled for {instant_text(scheduled_for)}"

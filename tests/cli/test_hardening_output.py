@@ -151,7 +151,10 @@ def test_a_huge_string_value_is_cut_with_its_length(key: str, cut: str, tmp_path
 
 @pytest.mark.parametrize(
     ("identity", "message"),
-    [("x" * 300, "300 characters, at most 255"), ("a\x1b[2Jb", "control characters are not allowed")],
+    [
+        ("x" * 300, "...(300 characters): at most 255 characters"),
+        ("a\x1b[2Jb", "control characters are not allowed"),
+    ],
 )
 def test_a_bad_identity_is_refused_before_starting(identity: str, message: str, tmp_path: Path) -> None:
     (tmp_path / "jobs.toml").write_text(ESC_JOB)
