@@ -24,10 +24,10 @@ class CatchUp(StrEnum):
 
 
 class Concurrency(StrEnum):
-    """What happens when a tick is due while a run of the same job is still active (queued or running)."""
+    """What happens when a tick is due while a run of the same job is still active (executing, for forbid)."""
 
     ALLOW = "allow"  # queue it anyway; runs may overlap
-    FORBID = "forbid"  # record the tick as skipped; workers never run two of the job's runs at once
+    FORBID = "forbid"  # skip a tick due while a run executes; workers never run two of the job's runs at once
     REPLACE = "replace"  # ask the active run to stop (it ends `cancelled`) and queue the new one
 
 
@@ -57,7 +57,10 @@ _TERMINAL = frozenset({RunState.SUCCEEDED, RunState.FAILED, RunState.TIMED_OUT, 
 class SkipReason(StrEnum):
     """Why a tick got a `skipped` row instead of a run (a paused job's ticks get no row: see missed.Reason)."""
 
-    CONCURRENCY = "concurrency"  # forbid: a tick due now while an earlier on-time run is queued or running
+    CONCURRENCY = "concurrency"  # forbid: a tick due now while an earlier on-time run is executing
+    # forbid: a tick due now while as many on-time runs of the job wait unstarted as it may queue (no worker
+    # takes them); see store.dispatch.queue_bound
+    QUEUE_FULL = "queue_full"
     STARTING_DEADLINE = "starting_deadline"  # dispatch would have been later than starting_deadline
     CATCH_UP_SKIP = "catch_up_skip"  # missed during downtime; catch_up = "skip"
     CATCH_UP_LATEST = (

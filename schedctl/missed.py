@@ -160,6 +160,8 @@ def _skipped_text(ctx: _Context, row: RunRecord) -> str:
             text = detail
         else:
             text = 'skipped by concurrency = "forbid": ' + (detail or "a run of the job was still active")
+    elif code == SkipReason.QUEUE_FULL:
+        text = "skipped: no worker had started the runs already queued" + (f" ({detail})" if detail else "")
     elif code == Reason.PAUSED:
         text = "skipped because the job was paused" + (f": {detail}" if detail else "")
     else:

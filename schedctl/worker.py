@@ -175,7 +175,12 @@ class Worker:
         self._report.reap()
         ready = self._batch_ready(now)
         write = ready and bool(self._pending) and now >= self._next_write
-        claim = ready and not self._draining and self._should_claim(now)
+        # Outcomes to record mean runs ended: their slots are free, and one may be what held the next run of
+        # its `forbid` job back. So claim in the transaction that records them, now, not at the next poll:
+        # a backlog then runs back to back, not one run per poll interval (issue 26). Riding on the write,
+        # the claim shares its backoff while the database is down.
+        freed = write and len(self._runs) < self.settings.slots
+        claim = ready and not self._draining and (self._should_claim(now) or freed)
         if write or claim:
             self._sync(write, claim)
         if self._runs and now >= self._next_beat:

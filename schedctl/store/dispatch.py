@@ -17,7 +17,8 @@ from datetime import datetime
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Concurrency, EventKind, Job, RunState, SkipReason, Tick
+from schedctl.job import CatchUp, Concurrency, EventKind, Job, RunState, SkipReason, Tick
+from schedctl.planner import DEFAULT_MAX_CATCH_UP
 from schedctl.store import Store, jobstate, leases, runrows, wake
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.rows import StateRecord
@@ -135,7 +136,7 @@ def dispatch(
     started = values.expire()  # before anything is written: the versions' trust runs from no later than this
     with _fenced(store, fence) as tx:
         conn = tx.conn
-        decided = _apply_concurrency(conn, ticks, statics)
+        decided = _apply_concurrency(conn, ticks, statics, jobs)
         result = DispatchResult(
             queued=[t for t in decided if t.state is _QUEUED],
             skipped=[t for t in decided if t.state is not _QUEUED],
@@ -173,16 +174,22 @@ def _fenced(store: Store, fence: Fence) -> Iterator[_Fenced]:
         leases.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin, also)
 
 
-def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static]) -> list[Tick]:
-    """forbid: a tick due now becomes a skipped row while the run of an earlier *on-time* tick of the job is
-    executing or still queued (cron + ``flock -n``; Kubernetes' Forbid counts a pending run as active).
+def _apply_concurrency(
+    conn: Connection, ticks: Sequence[Tick], statics: Sequence[_Static], jobs: Mapping[str, Job]
+) -> list[Tick]:
+    """forbid: a tick due now becomes a skipped row (``concurrency``) while the run of an earlier *on-time*
+    tick of the job is executing (cron + ``flock -n``): the job's own runs overran.
 
-    A backlog run (queued late by a catch-up pass, or by `schedctl replay`) never causes a skip, queued or
-    executing: the tick due now queues behind it. Executing one at a time is the claim query's job (one
-    running run per forbid job, the earliest queued first, the unique ``(job_id, exclusive)`` index behind
-    it), so a skip here only says the job's own runs overran. So no backlog tick is lost to forbid, and the
-    queue stays bounded: behind a backlog waits at most one on-time run, since the next tick due while it
-    waits is skipped. A late tick (``Tick.late``) is never skipped.
+    A run that is only queued never causes that skip: it holds nothing, and the worker that ends the run
+    ahead of it claims it at once, so the tick due now queues behind it and runs milliseconds after it.
+    Skipping it lost ticks whenever a backlog kept an on-time run waiting (issue 26). Nor does a backlog run
+    (queued late by a catch-up pass, or by `schedctl replay`), queued or executing: no backlog tick is lost
+    to forbid. Executing one at a time is the claim query's job (one running run per forbid job, the
+    earliest queued first, the unique ``(job_id, exclusive)`` index behind it). A late tick (``Tick.late``)
+    is never skipped.
+
+    What bounds the queue instead is a count: a tick due now is skipped with ``queue_full`` when the job
+    already has ``queue_bound(job)`` on-time runs queued (no worker took them: workers down, or too few).
     """
     forbid = {
         t.job_id
@@ -191,43 +198,79 @@ def _apply_concurrency(conn: Connection, ticks: Sequence[Tick], statics: Sequenc
     }
     if not forbid:
         return list(ticks)
-    blocking = blocking_runs(conn, forbid)
+    active = on_time_runs(conn, forbid)
     out: list[Tick] = []
     for tick in ticks:
-        blocker = blocking.get(tick.job_id)
-        if blocker is not None and tick.queued and not tick.late:
-            at, state = blocker
-            doing = "still executing" if state == _RUNNING else "still queued"
-            tick = Tick(
-                tick.job_id,
-                tick.scheduled_for,
-                RunState.SKIPPED,
-                SkipReason.CONCURRENCY,
-                f'the run of {at.isoformat()} was {doing} (concurrency = "forbid")',
-            )
+        if tick.job_id in forbid and tick.queued and not tick.late:
+            runs = active.setdefault(tick.job_id, OnTime())
+            bound = queue_bound(jobs[tick.job_id])
+            if runs.running is not None:
+                tick = _skip(
+                    tick,
+                    SkipReason.CONCURRENCY,
+                    f'the run of {runs.running.isoformat()} was still executing (concurrency = "forbid")',
+                )
+            elif runs.queued >= bound:
+                assert runs.oldest_queued is not None
+                tick = _skip(
+                    tick,
+                    SkipReason.QUEUE_FULL,
+                    f"{runs.queued} on-time runs of the job were queued and none had started, the oldest "
+                    f'{runs.oldest_queued.isoformat()}: concurrency = "forbid" queues at most {bound}',
+                )
+            else:
+                runs.queued += 1  # a second tick of the job in this batch counts this one
+                runs.oldest_queued = runs.oldest_queued or tick.scheduled_for
         out.append(tick)
     return out
 
 
-def blocking_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, tuple[datetime, str]]:
-    """Job id -> (tick, state) of the on-time run, queued or running, that makes forbid skip a tick due now.
-    Backlog rows are told apart by their ``reason_detail`` (see ``LATE_DETAIL``)."""
+# On-time runs a forbid job with catch_up = "skip" or "latest" may have queued: two, so a tick is never
+# skipped only because one run waits (a worker one poll late), while a job nobody runs queues no more.
+QUEUE_BOUND = 2
+
+
+def queue_bound(job: Job) -> int:
+    """How many on-time runs of a forbid job may wait in the queue before a tick due now is skipped
+    (``queue_full``). catch_up = "all" promises to run up to ``max_catch_up`` ticks a scheduler missed, so as
+    many that no worker ran yet wait too; "skip" and "latest" drop or supersede missed ticks, so they keep
+    ``QUEUE_BOUND``. A backlog is not counted: one catch-up pass queues at most ``max_catch_up`` of it."""
+    if job.catch_up is CatchUp.ALL:
+        return max(QUEUE_BOUND, job.max_catch_up or DEFAULT_MAX_CATCH_UP)
+    return QUEUE_BOUND
+
+
+def _skip(tick: Tick, reason: SkipReason, detail: str) -> Tick:
+    return Tick(tick.job_id, tick.scheduled_for, RunState.SKIPPED, reason, detail)
+
+
+@dataclass
+class OnTime:
+    """A forbid job's active on-time runs (backlog rows left out): what decides a tick due now."""
+
+    running: datetime | None = None  # the tick of the one executing
+    queued: int = 0
+    oldest_queued: datetime | None = None
+
+
+def on_time_runs(conn: Connection, job_ids: Iterable[str]) -> dict[str, OnTime]:
+    """Job id -> its active on-time runs, for the jobs that have any. Backlog rows are told apart by their
+    ``reason_detail`` (see ``LATE_DETAIL``)."""
     r = job_runs.c
-    found: dict[str, tuple[datetime, str]] = {}
+    found: dict[str, OnTime] = {}
     for chunk in id_chunks(conn, list(job_ids)):
         query = select(r.job_id, r.scheduled_for, r.state).where(
             in_list(conn, r.job_id, chunk), r.state.in_(_ACTIVE), r.reason_detail.is_(None)
         )
         for job_id, at, state in conn.execute(query):
-            seen = found.get(job_id)
-            if seen is None or _cause_rank(at, state) < _cause_rank(*seen):
-                found[job_id] = (at, state)
+            runs = found.setdefault(job_id, OnTime())
+            if state == _RUNNING:
+                runs.running = at
+            else:
+                runs.queued += 1
+                if runs.oldest_queued is None or at < runs.oldest_queued:
+                    runs.oldest_queued = at
     return found
-
-
-def _cause_rank(at: datetime, state: str) -> tuple[bool, datetime]:
-    """The executing run names the cause best; among queued ones, the oldest."""
-    return (state != _RUNNING, at)
 
 
 _RUNNING = RunState.RUNNING.value

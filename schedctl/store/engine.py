@@ -49,7 +49,7 @@ _DRIVER_EXTRAS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql"
 
 def parse_url(url: str | URL) -> URL:
     try:
-        parsed = make_url(url)
+        parsed = make_url(urls.libpq_multihost(url) if isinstance(url, str) else url)
     except ArgumentError as exc:
         raise StoreError(f"invalid database URL: {exc}") from None
     except ValueError:  # make_url's int() of the port
@@ -57,7 +57,7 @@ def parse_url(url: str | URL) -> URL:
     if parsed.drivername in _DEFAULT_DRIVERS:
         parsed = parsed.set(drivername=_DEFAULT_DRIVERS[parsed.drivername])
     urls.check_parsed(parsed)
-    return parsed
+    return urls.normalize_hosts(parsed)
 
 
 def safe_url(url: str | URL) -> str:
@@ -76,9 +76,7 @@ def describe_target(url: str | URL) -> str:
         return "<invalid database URL>"
     if parsed.get_backend_name() == "sqlite":
         return f"sqlite file {parsed.database or ':memory:'}"
-    host = parsed.host or "localhost"
-    port = f":{parsed.port}" if parsed.port else ""
-    return f"{parsed.get_backend_name()} at {host}{port}/{parsed.database or ''}"
+    return f"{parsed.get_backend_name()} at {','.join(urls.hosts(parsed))}/{parsed.database or ''}"
 
 
 class Store:

@@ -10,8 +10,10 @@ as the host, and printed). Shown URLs mask the password and every credential-loo
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from schedctl.errors import StoreError
 from schedctl.secrets import MASK, SECRET_NAME, mask_query_secrets
@@ -35,13 +37,110 @@ def scrub(text: str, url: URL) -> str:
     return mask_query_secrets(text)
 
 
+# postgresql:// and postgres://, with or without a driver: the schemes whose authority may list hosts.
+_PG_SCHEME = re.compile(r"^(postgres|postgresql)(\+[A-Za-z0-9_]+)?://", re.IGNORECASE)
+_HOSTNAME = re.compile(r"^[A-Za-z0-9._-]*$")
+
+
+def libpq_multihost(text: str) -> str:
+    """libpq's multi-host URL (``postgresql://u@h1:5432,h2:5432/db?...``) as SQLAlchemy reads one:
+    ``postgresql://u@/db?host=h1,h2&port=5432,5432&...``. Any other URL comes back unchanged.
+
+    make_url reads the whole ``h1:5432,h2:5432`` as host and port and fails on the port's int(). The
+    comma form of the query (not the repeated ``host=h:p``) is what libpq's own URI parser accepts too, so
+    the LISTEN connection (store.wake), which hands the rendered URL to psycopg, reaches the same hosts.
+    """
+    scheme = _PG_SCHEME.match(text)
+    if scheme is None:
+        return text
+    rest = text[scheme.end() :]
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    userinfo, at, hostlist = authority.rpartition("@")
+    if "," not in hostlist:
+        return text
+    if "@" in userinfo:  # what check_parsed says of one host, said before the hosts are moved out of reach
+        raise StoreError(_UNENCODED_AT)
+    pairs = [_host_port(token) for token in hostlist.split(",")]
+    path, _, query = tail.partition("?")
+    if re.search(r"(^|&)(host|port)=", query):
+        raise StoreError(
+            "invalid database URL: hosts listed both before the database and in ?host= or ?port=; "
+            "give them one way"
+        )
+    listed = "host=" + quote(",".join(h for h, _ in pairs), safe="")
+    if any(p is not None for _, p in pairs):
+        listed += "&port=" + quote(",".join(p or "" for _, p in pairs), safe="")
+    return f"{scheme.group(0)}{userinfo}{at}{path or '/'}?{listed}{'&' + query if query else ''}"
+
+
+def _host_port(token: str) -> tuple[str, str | None]:
+    """``host``, ``host:port``, ``[v6]`` or ``[v6]:port`` -> (host, port or None)."""
+    port: str | None
+    if token.startswith("["):
+        host, close, after = token[1:].partition("]")
+        if not close or (after and not after.startswith(":")):
+            raise StoreError(f"invalid database URL: {token[:60]!r} is not a host")
+        port = after[1:] or None
+    else:
+        host, colon, after = token.partition(":")
+        port = after if colon else None
+    if not host:
+        raise StoreError("invalid database URL: an empty host in the list of hosts")
+    if port is not None and not port.isdigit():
+        raise StoreError(f"invalid database URL: the port of host {host[:60]!r} is not a number")
+    return host, port
+
+
+def normalize_hosts(url: URL) -> URL:
+    """SQLAlchemy's repeated ``?host=h1:p1&host=h2:p2`` as ``?host=h1,h2&port=p1,p2``: the same hosts for
+    SQLAlchemy's psycopg dialect, and a form libpq's URI parser reads too (see ``libpq_multihost``)."""
+    listed = url.query.get("host")
+    if url.get_backend_name() != "postgresql" or not isinstance(listed, tuple):
+        return url
+    if "port" in url.query:
+        raise StoreError(
+            "invalid database URL: ?host=HOST:PORT given more than once and ?port= too; give ports one way"
+        )
+    pairs = []
+    for token in listed:
+        host, colon, port = token.rpartition(":") if not token.startswith("[") else token.partition("]:")
+        if not colon or not port.isdigit() or (":" in host and not host.startswith("[")):
+            host, port = token, ""  # no port (a bare IPv6 address keeps its colons)
+        pairs.append((host.strip("[]"), port))
+    query = {k: v for k, v in url.query.items() if k != "host"}
+    query["host"] = ",".join(h for h, _ in pairs)
+    if any(p for _, p in pairs):
+        query["port"] = ",".join(p for _, p in pairs)
+    return url.set(query=query)
+
+
+def hosts(url: URL) -> list[str]:
+    """Every server a PostgreSQL/MySQL URL names, as ``host`` or ``host:port``, in the order tried."""
+    listed = url.query.get("host")
+    if url.get_backend_name() == "postgresql" and isinstance(listed, str) and listed:
+        ports = str(url.query.get("port") or "").split(",")
+        names = listed.split(",")
+        ports = ports if len(ports) == len(names) else ports[:1] * len(names)
+        return [_shown(h, p) for h, p in zip(names, ports, strict=True)]
+    return [_shown(url.host or "localhost", str(url.port or ""))]
+
+
+def _shown(host: str, port: str) -> str:
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
 def check_parsed(url: URL) -> None:
     """What make_url accepts but cannot be right. Never echoes the user or password."""
     if url.host and "@" in url.host:
-        raise StoreError(
-            "invalid database URL: an '@' in the user name or password must be written %40 "
-            "(percent-encoded); as given, part of the password would be read as the host"
-        )
+        raise StoreError(_UNENCODED_AT)
+
+
+_UNENCODED_AT = (
+    "invalid database URL: an '@' in the user name or password must be written %40 "
+    "(percent-encoded); as given, part of the password would be read as the host"
+)
 
 
 def check_target(url: URL) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,16 @@ from schedctl import lease
 from schedctl.errors import LeaseTooShort, NotLeader
 from schedctl.job import CatchUp, Concurrency, Job, RunState
 from schedctl.planner import Tick
-from schedctl.store.dispatch import Fence, StateChange, dispatch, load_held, load_states, record_changes
+from schedctl.store.dispatch import (
+    QUEUE_BOUND,
+    Fence,
+    StateChange,
+    dispatch,
+    load_held,
+    load_states,
+    queue_bound,
+    record_changes,
+)
 from schedctl.store.schema import job_events, job_runs, job_state
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -148,17 +158,52 @@ def test_forbid_queues_behind_a_queued_backlog_run_since_nothing_is_executing(st
     assert [r[2:] for r in _rows(store)] == [("queued", None)] * 3
 
 
-def test_forbid_skips_while_an_on_time_run_still_waits_for_a_worker(store: Any) -> None:
-    # Kubernetes' Forbid: a run that was due on time and is not yet claimed is active; a second tick would
-    # only build a queue while no worker is free.
+def test_forbid_queues_behind_an_on_time_run_that_still_waits_for_a_worker(store: Any) -> None:
+    # A queued run holds nothing: the worker that claims it claims the next one as soon as it ends, so
+    # skipping the tick would lose it to a wait, not to an overrun (issue 26; this test used to expect the
+    # skip).
     fence = _lead(store)
     j = _job(concurrency=Concurrency.FORBID)
     _define(store, fence, j)
     dispatch(store, fence, [_queued("j", T0)], {"j": j}, T0)
     result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
-    assert [t.detail for t in result.skipped] == [
-        f'the run of {T0.isoformat()} was still queued (concurrency = "forbid")'
-    ]
+    assert result.skipped == []
+    assert [r[2:] for r in _rows(store)] == [("queued", None)] * 2
+
+
+def test_forbid_bounds_the_on_time_runs_waiting_for_a_worker(store: Any) -> None:
+    # What bounds the queue now: catch_up = "skip" keeps QUEUE_BOUND on-time runs waiting; the next tick due
+    # with no worker taking them is skipped as queue_full, never as concurrency.
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.FORBID)
+    _define(store, fence, j)
+    for k in range(QUEUE_BOUND + 1):
+        result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=k))], {"j": j}, T0)
+    assert [r[2:] for r in _rows(store)] == [("queued", None)] * QUEUE_BOUND + [("skipped", "queue_full")]
+    assert result.skipped[0].detail == (
+        f"{QUEUE_BOUND} on-time runs of the job were queued and none had started, the oldest "
+        f'{T0.isoformat()}: concurrency = "forbid" queues at most {QUEUE_BOUND}'
+    )
+
+
+def test_forbid_with_catch_up_all_queues_as_many_on_time_runs_as_max_catch_up(store: Any) -> None:
+    fence = _lead(store)
+    j = replace(_job(concurrency=Concurrency.FORBID), catch_up=CatchUp.ALL, max_catch_up=5)
+    assert queue_bound(j) == 5
+    _define(store, fence, j)
+    ticks = [_queued("j", T0 + timedelta(minutes=k)) for k in range(7)]
+    dispatch(store, fence, ticks, {"j": j}, T0)  # one batch: its own queued ticks count too
+    assert [r[2:] for r in _rows(store)] == [("queued", None)] * 5 + [("skipped", "queue_full")] * 2
+
+
+def test_forbid_does_not_count_a_backlog_against_the_queue_bound(store: Any) -> None:
+    fence = _lead(store)
+    j = _job(concurrency=Concurrency.FORBID)
+    _define(store, fence, j)
+    backlog = [Tick("j", T0 + timedelta(seconds=k), RunState.QUEUED, late=True) for k in range(5)]
+    dispatch(store, fence, backlog, {"j": j}, T0)
+    result = dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
+    assert result.skipped == []
 
 
 def test_forbid_never_skips_the_late_ticks_of_a_catch_up_pass(store: Any) -> None:

@@ -196,9 +196,12 @@ def test_a_tick_due_while_a_run_executes_is_skipped_for_concurrency_and_a_backlo
     b.resign()
 
 
-def test_a_tick_due_while_the_backlog_executes_queues_behind_it_and_only_one_does(store: Any) -> None:
+def test_every_tick_due_while_the_backlog_executes_queues_behind_it(store: Any) -> None:
     # The boundary: the backlog is catch-up, not the job overrunning, so a tick due while it executes is not
-    # lost (catch_up = "all"); but only one on-time run waits behind it, or a slow job would never catch up.
+    # lost (catch_up = "all"), nor is one due while an on-time run only waits behind it: nothing of the job's
+    # own executes. (This test used to expect 10:00:50 skipped for concurrency, 10:00:40 being queued; issue
+    # 26 dropped that rule, and queue_bound keeps the queue finite instead.) A slow job still catches up:
+    # while its on-time runs execute, the ticks due are skipped.
     clock = FakeClock(T0)
     a = _leader(store, clock, "a", _job())
     a.turn()
@@ -211,19 +214,28 @@ def test_a_tick_due_while_the_backlog_executes_queues_behind_it_and_only_one_doe
     for _ in range(2):  # 10:00:40 and 10:00:50 are due while the backlog still executes
         clock.advance(10)
         b.turn()
-    b.resign()
     rows = {at.strftime("%H:%M:%S"): (state, reason) for at, state, reason in _rows(store)}
     assert rows == {
         "10:00:10": ("running", None),
         "10:00:20": ("queued", None),
         "10:00:30": ("queued", None),
         "10:00:40": ("queued", None),  # behind the backlog
-        "10:00:50": ("skipped", "concurrency"),  # 10:00:40, an on-time run, still waits
+        "10:00:50": ("queued", None),  # behind 10:00:40, which only waits
     }
     _finish(store, backlog)
     done = Executed()
     drain(store, done)
-    assert [t.strftime("%S") for t in done.ticks] == ["20", "30", "40"]
+    assert [t.strftime("%S") for t in done.ticks] == ["20", "30", "40", "50"]
+    on_time = _claim_one(store, "w1")
+    assert on_time is None
+    clock.advance(10)
+    b.turn()  # 10:01:00 on time
+    executing = _claim_one(store, "w1")
+    assert executing is not None
+    clock.advance(10)
+    b.turn()  # 10:01:10 is due while 10:01:00 executes: the job overran
+    b.resign()
+    assert _reason_of(store, TICK + timedelta(seconds=70)) == SkipReason.CONCURRENCY
 
 
 def test_a_replayed_refusal_runs_in_order_and_the_ticks_due_meanwhile_are_not_lost(store: Any) -> None:
@@ -288,11 +300,41 @@ def _overlap(store: Any) -> None:
     a.resign()
 
 
-def _due_behind_a_queued_backlog(store: Any) -> datetime:
-    """A failover queues 10:00:20 and 10:00:30 late; nothing executes yet when 10:00:40 is due now."""
-    _after_gap(store, _job(), gap=20, then=10)
-    assert [state for _, state, _ in _rows(store)] == ["succeeded", "queued", "queued", "queued"]
-    return TICK + timedelta(seconds=40)
+def _unclaimed(count: int) -> Scenario:
+    """A leader dispatches ``count`` ticks on time (10:00:10 on) and no worker takes any of them."""
+
+    def scenario(store: Any) -> datetime:
+        clock = FakeClock(T0)
+        a = _leader(store, clock, "a", _job(CatchUp.SKIP))
+        a.turn()
+        for _ in range(count):
+            clock.advance(10)
+            a.turn()
+        a.resign()
+        return TICK + timedelta(seconds=10 * count)
+
+    return scenario
+
+
+def _due_behind_queued_runs(store: Any) -> datetime:
+    """A failover queues 10:00:20 and 10:00:30 late, 10:00:40 is queued on time; nothing executes yet when
+    10:00:50 is due now: queued runs, backlog and on-time, never make forbid skip it."""
+    clock = FakeClock(T0)
+    a = _leader(store, clock, "a", _job())
+    a.turn()
+    clock.advance(10)
+    a.turn()
+    drain(store, Executed())
+    a.resign()
+    clock.advance(20)
+    b = _leader(store, clock, "b", _job())
+    b.turn()
+    for _ in range(2):  # 10:00:40, 10:00:50 on time
+        clock.advance(10)
+        b.turn()
+    b.resign()
+    assert [state for _, state, _ in _rows(store)] == ["succeeded"] + ["queued"] * 4
+    return TICK + timedelta(seconds=50)
 
 
 AT = TICK + timedelta(seconds=20)  # the tick each scenario looks at
@@ -322,7 +364,9 @@ def _policy(catch_up: CatchUp, gap: int, at: datetime = AT, **kw: Any) -> Scenar
 
 # reason -> (a scenario in which the tick gets it, one in which the tick must not)
 SCENARIOS: dict[SkipReason, tuple[Scenario, Scenario]] = {
-    SkipReason.CONCURRENCY: (_concurrency_given, _due_behind_a_queued_backlog),
+    SkipReason.CONCURRENCY: (_concurrency_given, _due_behind_queued_runs),
+    # catch_up = "skip" keeps QUEUE_BOUND (2) on-time runs waiting for a worker: the third tick is skipped.
+    SkipReason.QUEUE_FULL: (_unclaimed(3), _unclaimed(2)),
     SkipReason.STARTING_DEADLINE: (_deadline(5), _deadline(60)),
     # 10:00:20 is 90.5 s old after a 100 s gap (missed), 20.5 s old after a 30 s gap (late: it runs).
     SkipReason.CATCH_UP_SKIP: (_policy(CatchUp.SKIP, 100), _policy(CatchUp.SKIP, 30)),
