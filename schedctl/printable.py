@@ -30,6 +30,15 @@ def escape_lines(text: str) -> str:
     return "\n".join(escape_controls(line) for line in text.split("\n"))
 
 
+_CONTROL_IN_OUTPUT = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_output(text: str) -> str:
+    """A job's output for a terminal: lines and tabs as printed, every other control character escaped, so
+    a job user's ``\\x1b]...`` cannot retitle, recolour or hyperlink the terminal of whoever reads it."""
+    return _CONTROL_IN_OUTPUT.sub(_escape, text)
+
+
 def has_controls(text: str) -> bool:
     """Control characters other than tab and newline (which formats have their own rules for)."""
     return _CONTROL.search(text.replace("\t", "").replace("\n", "")) is not None

@@ -123,9 +123,15 @@ def run(job_id: str, jobs_path: str, db_url: str) -> None:
 @click.command(context_settings=_CTX)
 @click.argument("job_id", metavar="JOB", shell_complete=complete_job_ids)
 @click.argument("scheduled_for", type=Instant(), required=False)
+@click.option(
+    "--raw", is_flag=True, help="Print the output as stored even on a terminal (control characters included)."
+)
 @db_option
-def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
-    """Print the stored output tail of a run of JOB (default: its latest run that started)."""
+def logs(job_id: str, scheduled_for: datetime | None, raw: bool, db_url: str) -> None:
+    """Print the stored output tail of a run of JOB (default: its latest run that started).
+
+    On a terminal, control characters other than newline and tab are shown escaped (\\x1b); in a pipe, or
+    with --raw, the output is exactly as stored."""
     from schedctl.cli._store import explained, open_checked_store
     from schedctl.store.runs import resolve_tick, run_output
 
@@ -137,11 +143,14 @@ def logs(job_id: str, scheduled_for: datetime | None, db_url: str) -> None:
             found, text = run_output(store, job_id, scheduled_for)
     finally:
         store.dispose()
-    from schedctl.printable import escape_controls
+    import sys
+
+    from schedctl.printable import escape_controls, escape_output
 
     header = f"# {found.job_id} {instant_text(found.scheduled_for)} attempt {found.attempt}: {found.state}"
     click.echo(escape_controls(header), err=True)
-    click.echo(text or "", nl=False)
+    text = text or ""
+    click.echo(text if raw or not sys.stdout.isatty() else escape_output(text), nl=False)
 
 
 @click.command(context_settings=_CTX)

@@ -150,7 +150,7 @@ def test_jobs_prints_a_command_with_markup_as_text(
 
 
 @pytest.mark.parametrize("tty", [False, True], ids=["pipe", "terminal"])
-def test_logs_prints_the_output_as_stored_and_its_header_as_text(
+def test_logs_escapes_the_output_on_a_terminal_and_its_header_always(
     tty: bool, seeded: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The latest run that started is the running one; the failed one holds the output.
@@ -160,7 +160,14 @@ def test_logs_prints_the_output_as_stored_and_its_header_as_text(
     assert code == 0, err
     assert "Traceback" not in out + err
     assert err.startswith(f"# j{SHOWN} ") and "\x1b]" not in err
-    assert out == f"out {EVIL}\n"  # the job's output as the job wrote it (docs/security.md)
+    if tty:  # a job user's escape never reaches the reader's terminal (issue 24)
+        assert out == f"out {SHOWN}\n" and "\x1b" not in out
+    else:  # a pipe gets the output as the job wrote it (docs/security.md)
+        assert out == f"out {EVIL}\n"
+    code, raw, err = schedctl(
+        monkeypatch, "logs", "--raw", JOB_ID, failed["scheduled_for"], "--db", seeded, tty=tty
+    )
+    assert code == 0 and raw == f"out {EVIL}\n"
 
 
 @pytest.mark.parametrize(
