@@ -35,15 +35,19 @@ _AGO = re.compile(r"^\s*(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+\s*(?:ago)?\s*$")
 
 def parse_instant(text: str, now: datetime) -> datetime:
     """An instant as an operator types it: RFC 3339 / ISO 8601 (no offset means UTC) or a duration ago
-    (``6h``, ``2d``, ``90m ago``). Raises ValueError with a message fit for a usage error."""
+    (``6h``, ``-2h``, ``2d``, ``90m ago``), or ``now``. Raises ValueError with a message fit for a usage error."""
     value = text.strip()
+    if value.lower() == "now":  # what people type for "until now"
+        return now
+    if value.startswith("-") and _AGO.match(value[1:].lstrip()):  # -2h: GNU date's and journalctl's spelling
+        value = value[1:].lstrip()
     if _AGO.match(value):
         return now - timedelta(seconds=parse_duration(value.removesuffix("ago").strip()))
     try:
         return parse_timestamp(value)
     except ValueError:
         raise ValueError(
-            f"invalid time {quoted(text)} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), or 6h for 6 hours ago)"
+            f"invalid time {quoted(text)} (write it as 2026-03-01T13:00:00Z, 2026-03-01 13:00 (UTC), 6h or -6h for 6 hours ago, or now)"
         ) from None
 
 

@@ -45,7 +45,7 @@ def iso(at: datetime | None) -> str | None:
 @click.command(context_settings=_CTX)
 @click.argument("job_id", metavar="[JOB]", required=False, shell_complete=complete_job_ids)
 @instant_option(
-    "--since", "First tick to look at (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago)."
+    "--since", "First tick to look at (RFC 3339, UTC when no offset, e.g. 6h or -6h for 6 hours ago, or now)."
 )
 @instant_option(
     "--until",
@@ -157,7 +157,9 @@ def _show_counts(counts: list[MissedCount], fmt: str) -> None:
     required=True,
     help="Refuse if more ticks than this would run.",
 )
-@instant_option("--since", "First tick to replay (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago).")
+@instant_option(
+    "--since", "First tick to replay (RFC 3339, UTC when no offset, e.g. 6h or -6h for 6 hours ago, or now)."
+)
 @instant_option("--until", "Replay ticks before this time.")
 @click.option("--dry-run", is_flag=True, help="List what would be replayed; change nothing.")
 @click.option(

@@ -31,7 +31,7 @@ _RICH_MAX = 1000  # a terminal table is built in memory; beyond this, stream pla
     "--from",
     "start",
     metavar="T",
-    help="Fires strictly after T (RFC 3339, UTC when no offset, or e.g. 6h for 6 hours ago; default now).",
+    help="Fires strictly after T (RFC 3339, UTC when no offset, e.g. 6h or -6h for 6 hours ago, or now; default now).",
 )
 @click.option("--until", "end", metavar="T", help="Fires strictly before T (as --from).")
 @click.option("--count", type=click.IntRange(min=1), help="At most N fires (default 10 unless --until).")

@@ -143,6 +143,13 @@ def test_an_unmigrated_database_is_one_line_and_exit_1(env, tmp_path, capsys):
         assert len(err) == 1 and "schedctl db upgrade" in err[0], err
 
 
+def test_missed_takes_now_and_a_minus_duration(env):
+    for since, until in (("-2h", "now"), ("2h", "NOW")):
+        result = run(env, "missed", "billing", "--since", since, "--until", until, "--json")
+        assert result.exit_code == 0, result.output
+        assert isinstance(json.loads(result.stdout), (list, dict))
+
+
 def test_missed_rejects_a_bad_time_and_an_unknown_job(env):
     bad = run(env, "missed", "billing", "--since", "yesterday-ish")
     assert bad.exit_code == 2 and "--since" in bad.output and "invalid time" in bad.output

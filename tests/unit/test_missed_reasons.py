@@ -173,6 +173,10 @@ def test_a_user_window_never_crosses_the_grace():
         ("6h", T(10, 45)),
         ("90m ago", T(15, 15)),
         ("1d", T(16, 45) - timedelta(days=1)),
+        ("now", T(16, 45)),  # issue 30: `--until now` is what people type
+        ("NOW", T(16, 45)),
+        ("-2h", T(14, 45)),  # and -2h, as GNU date and journalctl spell it
+        ("- 30m", T(16, 15)),
     ],
 )
 def test_parse_instant(text, expected):
@@ -182,6 +186,8 @@ def test_parse_instant(text, expected):
 def test_parse_instant_refuses_nonsense_with_examples():
     with pytest.raises(ValueError, match=r"invalid time 'yesterday' \(write it as 2026-03-01T13:00:00Z"):
         parse_instant("yesterday", T(16, 45))
+    with pytest.raises(ValueError, match="invalid time"):
+        parse_instant("-now", T(16, 45))
 
 
 def test_first_clause_and_clock_text():
