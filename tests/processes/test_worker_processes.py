@@ -214,12 +214,17 @@ def test_a_sigkilled_workers_jobs_die_with_it_grandchildren_too(env):
     job's process group when the worker dies without stopping it, and removes the worker's private folder
     (where its jobs' checkpoint files live)."""
     pids = env.tmp / "pids"
-    command = f'sleep 300 & echo $$ $! "$SCHEDCTL_CHECKPOINT_FILE" > {pids}.tmp; mv {pids}.tmp {pids}; wait'
+    # The checkpoint's descriptor points into the worker's folder (an unnamed file there, issue 24).
+    command = (
+        f'sleep 300 & echo $$ $! "$(dirname "$(readlink "$SCHEDCTL_CHECKPOINT_FILE")")" > {pids}.tmp; '
+        f"mv {pids}.tmp {pids}; wait"
+    )
     env.queue(env.job("long", command))
     a = env.worker("wA")
     wait_for("the job and its child", lambda: pids.exists() and pids.read_text().strip())
     first, second, checkpoint = pids.read_text().split()
-    job_pids, folder = [int(first), int(second)], Path(checkpoint).parent
+    job_pids, folder = [int(first), int(second)], Path(checkpoint)
+    assert folder.name.startswith("schedctl-worker-"), folder
     assert all(_alive(p) for p in job_pids) and folder.is_dir()
     a.kill()
     a.wait()
