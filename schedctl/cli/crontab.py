@@ -173,10 +173,8 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
         markup=False,
     )
     for crontab in outcome.crontabs:
-        if crontab.format_reason.startswith("every job line's sixth field"):
-            console.print(
-                f"note: {crontab.file}: read as a system crontab: {crontab.format_reason}.", markup=False
-            )
+        # soft_wrap: one line per file however long, for grep and for the eye going down the list
+        console.print(f"note: {summary.format_note(crontab)}", markup=False, soft_wrap=True)
     reboots = sum(1 for d in outcome.diagnostics if "@reboot" in d.message)
     for note in summary.notes(outcome.jobs, reboots):
         console.print(f"note: {note}", markup=False)
