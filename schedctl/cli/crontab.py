@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from schedctl.crontab.importer import ImportOutcome
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
+STDOUT = "-"  # as -o: standard output, as for most Unix tools (`-o ./-` names a file called '-')
 _DIALECT_HELP = (
     "Which cron the crontabs are for: debian (Debian/Ubuntu's Vixie cron) or cronie. Default auto: debian when "
     "/etc/os-release names Debian in ID or ID_LIKE, else cronie."
@@ -23,7 +24,11 @@ _DIALECT_HELP = (
 @click.command("import", context_settings=_CONTEXT)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option(
-    "-o", "--output", "output", type=click.Path(dir_okay=False), help="TOML file to write (default: stdout)."
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="TOML file to write, whole or not at all; - (the default) is stdout.",
 )
 @click.option(
     "--format",
@@ -77,7 +82,11 @@ def import_(
     """
     from schedctl.crontab.convert import ImportOptions
     from schedctl.crontab.importer import ImportRequest, run_import
+    from schedctl.errors import UsageError
 
+    if output == STDOUT and merge:
+        raise UsageError("--merge needs -o FILE: '-' is standard output, which holds no jobs to keep")
+    output, force = (None, False) if output == STDOUT else (output, force)  # nothing on stdout to replace
     request = ImportRequest(
         paths,
         ImportOptions(timezone, catch_up, max_catch_up),
@@ -99,18 +108,9 @@ def import_(
 
 
 def _read_stdin() -> bytes:
-    from schedctl.errors import SchedctlError
+    from schedctl.cli._stdio import read_stdin
 
-    # Python sets sys.stdin to None when descriptor 0 is closed (`schedctl import - <&-`).
-    stream = sys.stdin
-    if stream is None:
-        raise SchedctlError("-: standard input is closed: nothing to import")
-    try:
-        return stream.buffer.read()
-    except (OSError, ValueError) as exc:
-        raise SchedctlError(
-            f"-: cannot read standard input: {getattr(exc, 'strerror', None) or exc}"
-        ) from None
+    return read_stdin("nothing to import")
 
 
 def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
@@ -180,15 +180,15 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
         )
     )
     for crontab in outcome.crontabs:
-        if crontab.format_reason.startswith("every job line's sixth field"):
-            console.print(text(f"note: {crontab.file}: read as a system crontab: {crontab.format_reason}."))
+        # soft_wrap: one line per file however long, for grep and for the eye going down the list
+        console.print(text(f"note: {summary.format_note(crontab)}"), soft_wrap=True)
     reboots = sum(1 for d in outcome.diagnostics if "@reboot" in d.message)
     for note in summary.notes(outcome.jobs, reboots):
         console.print(text(f"note: {note}"))
 
 
 @click.command("export", context_settings=_CONTEXT)
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
 @jobs_option
 @click.option(
     "--format",
@@ -210,7 +210,11 @@ def _summary(outcome: ImportOutcome, now: datetime) -> None:
     help="With --dialect debian: the zone of the host that will run the file (it has no CRON_TZ).",
 )
 @click.option(
-    "-o", "--output", "output", type=click.Path(dir_okay=False), help="File to write (default: stdout)."
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="File to write, whole or not at all; - (the default) is stdout.",
 )
 @click.option("--force", is_flag=True, help="Replace the -o file if it exists.")
 @click.option(
@@ -229,14 +233,15 @@ def export(
     force: bool,
     user: str | None,
 ) -> None:
-    """Write the job set (PATHS, default --jobs) back as a crontab, for rolling a migration back.
+    """Write the job set (PATHS, default --jobs; - reads TOML from stdin) back as a crontab, for rolling a
+    migration back.
 
     For cronie, zones become CRON_TZ lines and jitter RANDOM_DELAY; Debian's cron has neither, so every job
     must be in the --timezone given. Jobs cron cannot express are written as comments and reported here. A
     system crontab needs a user for every job: jobs without one take --user NAME, or the export fails naming
     them (exit 1, nothing written).
     """
-    from schedctl.config import load_jobs
+    from schedctl.cli._stdio import load_jobs_from
     from schedctl.crondialect import DEBIAN, resolve
     from schedctl.crontab.export import export_crontab
     from schedctl.crontab.write import write_atomic
@@ -258,7 +263,7 @@ def export(
     now = datetime.now(UTC)
     jobs = {}
     for path in paths or (jobs_path,):
-        jobs.update(load_jobs(path, now=now))
+        jobs.update(load_jobs_from(path, now))
     result = export_crontab(
         list(jobs.values()),
         {"crontab": None, "crontab-user": "user", "crontab-system": "system"}[fmt],
@@ -268,7 +273,7 @@ def export(
     )
     for message in result.messages:
         click.echo(f"schedctl: warning: {message}", err=True)
-    if output is None:
+    if output is None or output == STDOUT:
         click.echo(result.text, nl=False)
         return
     from schedctl.files import check_output_target

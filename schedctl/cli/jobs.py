@@ -53,26 +53,28 @@ def jobs(jobs_path: str, db_url: str, output: str, as_json: bool) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, type=click.Path())
+@click.argument("paths", nargs=-1, type=click.Path(allow_dash=True))
 @jobs_option
 def validate(paths: tuple[str, ...], jobs_path: str) -> None:
-    """Check job files (PATHS, default --jobs); exit 0 only when every job is valid, 78 otherwise.
+    """Check job files (PATHS, default --jobs; - reads TOML from stdin); exit 0 only when every job is valid,
+    78 otherwise.
 
     Every error is printed on one line as FILE:LINE: jobs.<id>.<key>: message.
     """
-    from schedctl.config import load_jobs
+    from schedctl.cli._stdio import DASH, STDIN_NAME, load_jobs_from
     from schedctl.errors import ConfigError
 
     now = datetime.now(UTC)
     problems = []
     for path in paths or (jobs_path,):
         try:
-            found = load_jobs(path, now=now)
+            found = load_jobs_from(path, now)
         except ConfigError as exc:
             problems.extend(exc.diagnostics)
             continue
+        name = STDIN_NAME if path == DASH else path
         click.echo(
-            f"{path}: {len(found)} job{'s' if len(found) != 1 else ''} OK" if found else f"{path}: no jobs"
+            f"{name}: {len(found)} job{'s' if len(found) != 1 else ''} OK" if found else f"{name}: no jobs"
         )
     if problems:
         raise ConfigError(problems)

@@ -34,9 +34,10 @@ from collections.abc import Callable
 
 from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.crontab.accounts import exists_here, is_known_account
+from schedctl.crontab.detect import detect_format
 from schedctl.crontab.diagnostics import error, one_line
 from schedctl.crontab.entries import BLANKS, Crontab, Entry, Line, LineState, report
-from schedctl.crontab.fileformat import SYSTEM, USER, detect_format, empty_setting, parse_env
+from schedctl.crontab.fileformat import SYSTEM, USER, empty_setting, parse_env
 from schedctl.crontab.jobline import looks_like_field, read_job
 from schedctl.errors import SchedctlError
 
@@ -97,15 +98,14 @@ def parse_crontab(
         result.diagnostics.append(error(file, None, NOT_TEXT))
         return result
     lines = _split_lines(raw)
-    unsure = None
     if fmt:
-        chosen, reason = fmt, "--format"
+        result = Crontab(file, fmt, f"--format {fmt}", dialect)
     else:
-        chosen, reason, unsure = detect_format(file, [(n.number, n.text) for n in lines], known_account)
-    result = Crontab(file, chosen, reason, dialect)
-    if unsure:
-        result.diagnostics.append(error(file, None, unsure))
-        return result
+        found = detect_format(file, [(n.number, n.text) for n in lines], known_account)
+        result = Crontab(file, found.format, found.reason, dialect)
+        if found.refusal:
+            result.diagnostics.append(error(file, found.line, found.refusal))
+            return result
     state = LineState(dialect, host_account)
     for line in lines:
         _read_line(line, state, result)

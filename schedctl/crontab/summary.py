@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from schedctl.crontab.entries import Crontab
 from schedctl.job import DstOverlap, Job
 
 HORIZON = timedelta(days=365)
@@ -24,6 +25,13 @@ class Row:
 
 def rows(jobs: Iterable[Job], now: datetime) -> list[Row]:
     return [_row(job, now) for job in jobs]
+
+
+def format_note(crontab: Crontab) -> str:
+    """One line per file: the format it was read in and why, so a misread shows before a job runs."""
+    if crontab.format_reason == "no job lines":
+        return f"{crontab.file}: no job lines."
+    return f"{crontab.file}: read as a {crontab.format} crontab: {crontab.format_reason}."
 
 
 def notes(jobs: list[Job], skipped_reboot: int) -> list[str]:

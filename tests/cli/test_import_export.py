@@ -151,6 +151,48 @@ def test_import_refuses_to_overwrite_without_force(capsys, crontab: Path, tmp_pa
     assert code == 0 and sorted(load_jobs(target)) == ["backup-db", "poll-queue"]
 
 
+def test_dash_as_output_is_standard_output(
+    capsys, monkeypatch: pytest.MonkeyPatch, crontab: Path, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "import", str(crontab), "--timezone", "UTC", "--catch-up", "skip", "-o", "-")
+    assert code == 0, err
+    assert sorted(loads_jobs(out, "out")) == ["backup-db", "poll-queue"] and "wrote" not in err
+    (tmp_path / "jobs.toml").write_text(out)
+    code, exported, err = run(capsys, "export", "jobs.toml", "-o", "-")
+    assert (code, err) == (0, "")
+    assert "30 2 * * * /usr/local/bin/backup-db" in exported.splitlines()
+    # --force has nothing to replace on stdout; `./-` still names a file called '-'.
+    code, again, _ = run(
+        capsys, "import", str(crontab), "--timezone", "UTC", "--catch-up", "skip", "-o", "-", "--force"
+    )
+    assert (code, again) == (0, out)
+    assert not (tmp_path / "-").exists()
+    code, _, err = run(capsys, "export", "jobs.toml", "-o", "./-")
+    assert code == 0 and (tmp_path / "-").read_text() == exported and "wrote 2 jobs to ./-" in err
+
+
+def test_merge_into_standard_output_is_refused(capsys, crontab: Path) -> None:
+    code, out, err = run(
+        capsys, "import", str(crontab), "--timezone", "UTC", "--catch-up", "skip", "-o", "-", "--merge"
+    )
+    assert (code, out) == (2, "")
+    assert (
+        err.strip() == "schedctl: --merge needs -o FILE: '-' is standard output, which holds no jobs to keep"
+    )
+
+
+def test_export_and_validate_read_toml_from_standard_input(capsys, crontab: Path) -> None:
+    code, toml, _ = run(capsys, "import", str(crontab), "--timezone", "UTC", "--catch-up", "skip")
+    assert code == 0
+    code, exported, err = run(capsys, "export", "-", stdin=toml.encode())
+    assert (code, err) == (0, "") and "*/5 * * * * /usr/local/bin/poll-queue" in exported.splitlines()
+    code, out, _ = run(capsys, "validate", "-", stdin=toml.encode())
+    assert (code, out) == (0, "<stdin>: 2 jobs OK\n")
+    code, _, err = run(capsys, "validate", "-", stdin=b'[jobs.x]\nschedule = "61 * * * *"\n')
+    assert code == 78 and "<stdin>:2: jobs.x.schedule: minute: 61 is out of range (0-59)" in err.splitlines()
+
+
 def test_merge_adds_new_jobs_and_leaves_the_file_as_it_was(capsys, tmp_path: Path) -> None:
     target = tmp_path / "jobs.toml"
     existing = (

@@ -118,7 +118,7 @@ def test_a_system_file_outside_cron_d_is_found_by_its_user_column() -> None:
     )
     tab = parse(text, "debian", fmt=None, file="backup/awstats")
     assert tab.format == SYSTEM
-    assert tab.format_reason == "every job line's sixth field is an account (www-data): a user column"
+    assert tab.format_reason == "every job line has a user column: www-data (an account), then a command"
     assert tab.entries[0].user == "www-data"
     assert tab.entries[0].command.startswith("[ -x")
 
@@ -128,9 +128,9 @@ def test_a_file_with_some_user_columns_is_refused() -> None:
     tab = parse(text, "cronie", fmt=None, file="backup/mixed")
     assert tab.entries == []
     assert messages(tab) == [
-        "backup/mixed: error: cannot tell whether this is a system crontab (a user column after the schedule): "
-        "the sixth field is an account on 1 of 2 job lines ('www-data' on line 1); pass --format system or "
-        "--format user"
+        "backup/mixed:2: error: cannot tell whether this is a system crontab (a user column after the schedule): "
+        "line 2 has no user column ('/usr/bin/b' is a path), but line 1 has one ('www-data', an account, then a "
+        "command); pass --format system or --format user"
     ]
 
 
