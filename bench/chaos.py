@@ -524,7 +524,7 @@ def check_ticks(
 ) -> None:
     """Every tick has exactly one row (the primary key), no hole for any policy, and each policy did what it
     allows: the harness's outages are shorter than catch_up_grace, so only forbid and replace leave marks."""
-    from schedctl.cron import schedule_for
+    from schedctl.timing.cron import schedule_for
 
     by_job: dict[str, list[Any]] = defaultdict(list)
     for r in runs:

@@ -173,7 +173,7 @@ def describe(sig: signal.Signals, reps: list[dict[str, Any]], lease: float, rene
 
 
 def run_settings(url: str, tmp: Path, lease: str, renew: str, reps: int, count: int) -> bool:
-    from schedctl.durations import parse_duration
+    from schedctl.timing.timetext import parse_duration
 
     lease_s, renew_s = parse_duration(lease), parse_duration(renew)
     private = Private(url, tmp)

@@ -5,7 +5,7 @@
 The jobs are the tenant case of issue 19: job *i* runs ``"<i mod 60> * * * * *"`` (six fields, seconds
 first) in one of 5 zones, with its own command (``report --tenant i``): schedules spread over the 60 seconds
 of each minute, ~16,700 ticks due every second at a million. They are written once as one file and as a
-folder of ``--files`` files of equal size, then each is loaded by ``schedctl.config.load_jobs`` in a fresh
+folder of ``--files`` files of equal size, then each is loaded by ``schedctl.jobs.config.load_jobs`` in a fresh
 Python process (so RSS is its own): wall time, CPU time, RSS added (VmRSS after - before) and the peak
 (VmHWM - the RSS before). Rounds alternate the two, so a change of load on the machine hits both alike.
 
@@ -67,7 +67,7 @@ def status(key):
         for line in fh:
             if line.startswith(key):
                 return int(line.split()[1]) / 1024
-from schedctl.config import load_jobs
+from schedctl.jobs.config import load_jobs
 before = status("VmRSS:")
 wall, cpu = time.perf_counter(), time.process_time()
 jobs = load_jobs(sys.argv[1])
@@ -92,11 +92,11 @@ def idle_pass_us(count: int) -> tuple[float, int]:
     """Microseconds per pass with nothing due, with a plan of ``count`` tenant jobs; and its groups."""
     from datetime import UTC, datetime, timedelta
 
-    from schedctl.clock import FakeClock
-    from schedctl.job import CatchUp, Concurrency, Job
-    from schedctl.planner import Plan, group_for
-    from schedctl.scheduler import Scheduler
-    from schedctl.settings import SchedulerSettings
+    from schedctl.jobs.job import CatchUp, Concurrency, Job
+    from schedctl.leader.planner import Plan, group_for
+    from schedctl.leader.scheduler import Scheduler
+    from schedctl.leader.settings import SchedulerSettings
+    from schedctl.timing.clock import FakeClock
 
     now = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=10, microseconds=500_000)
     jobs = {}

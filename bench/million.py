@@ -67,8 +67,8 @@ class Recorder:
         self.events: list[tuple[str, float, float, str]] = []  # (what, wall start, wall end, detail)
 
     def install(self, sched: Any) -> None:
-        from schedctl import lease as lease_mod
-        from schedctl import scheduler as scheduler_mod
+        from schedctl.leader import lease as lease_mod
+        from schedctl.leader import scheduler as scheduler_mod
 
         self._restore = (lease_mod.acquire_or_renew, scheduler_mod.dispatch.dispatch)
         real_renew, real_dispatch = self._restore
@@ -127,8 +127,8 @@ class Recorder:
         return timed
 
     def uninstall(self) -> None:
-        from schedctl import lease as lease_mod
-        from schedctl import scheduler as scheduler_mod
+        from schedctl.leader import lease as lease_mod
+        from schedctl.leader import scheduler as scheduler_mod
 
         lease_mod.acquire_or_renew, scheduler_mod.dispatch.dispatch = self._restore  # type: ignore[assignment]
         for name in ("advance", "record_changes"):
@@ -208,12 +208,13 @@ def db_rows(store: Any, start: datetime, end: datetime) -> dict[str, Any]:
 def run(args: argparse.Namespace, tmp: Path) -> bool:
     import gc
 
-    from schedctl.clock import SystemClock
-    from schedctl.config import load_jobs
-    from schedctl.scheduler import Scheduler
-    from schedctl.settings import SchedulerSettings, default_identity
+    from schedctl.jobs.config import load_jobs
+    from schedctl.leader.scheduler import Scheduler
+    from schedctl.leader.settings import SchedulerSettings
+    from schedctl.service import default_identity
     from schedctl.store import open_store
     from schedctl.store.migrate import upgrade
+    from schedctl.timing.clock import SystemClock
 
     ok = True
     path = tmp / "jobs.toml"

@@ -40,7 +40,7 @@ T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 
 
 def jobs_of(shape: str, count: int) -> list[Any]:
-    from schedctl.job import CatchUp, Concurrency, Job
+    from schedctl.jobs.job import CatchUp, Concurrency, Job
 
     out = []
     for i in range(count):

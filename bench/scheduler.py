@@ -117,15 +117,16 @@ def pct(values: list[float], q: float) -> float:
 def bench_schedctl(
     count: int, db: str | None, tmp: Path, bare_insert: bool = True, profile: bool = False
 ) -> dict[str, Any]:
-    from schedctl import lease as lease_mod
-    from schedctl import scheduler as scheduler_mod
-    from schedctl.clock import SystemClock
-    from schedctl.config import load_jobs
-    from schedctl.scheduler import Scheduler
-    from schedctl.settings import SchedulerSettings, default_identity
+    from schedctl.jobs.config import load_jobs
+    from schedctl.leader import lease as lease_mod
+    from schedctl.leader import scheduler as scheduler_mod
+    from schedctl.leader.scheduler import Scheduler
+    from schedctl.leader.settings import SchedulerSettings
+    from schedctl.service import default_identity
     from schedctl.store import dispatch as dispatch_mod
     from schedctl.store import open_store
     from schedctl.store.migrate import upgrade
+    from schedctl.timing.clock import SystemClock
 
     out: dict[str, Any] = {"jobs": count}
     path = tmp / f"jobs-{count}.toml"
@@ -429,7 +430,7 @@ def realistic_jobs(count: int) -> dict[str, Any]:
     """Most daily or hourly, a few every minute, spread over the zones: like a crontab estate."""
     import random
 
-    from schedctl.job import CatchUp, Concurrency, Job
+    from schedctl.jobs.job import CatchUp, Concurrency, Job
 
     rng = random.Random(7)
     jobs = {}
@@ -449,11 +450,11 @@ def realistic_jobs(count: int) -> dict[str, Any]:
 
 def bench_cpu_hour(count: int, db: str | None, tmp: Path) -> dict[str, Any]:
     """CPU of the leader loop over one simulated hour (FakeClock; real database writes and renewals)."""
-    from schedctl.clock import FakeClock
-    from schedctl.scheduler import Scheduler
-    from schedctl.settings import SchedulerSettings
+    from schedctl.leader.scheduler import Scheduler
+    from schedctl.leader.settings import SchedulerSettings
     from schedctl.store import open_store
     from schedctl.store.migrate import upgrade
+    from schedctl.timing.clock import FakeClock
 
     jobs = realistic_jobs(count)
     private = Private(db, tmp)

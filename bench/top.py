@@ -22,13 +22,13 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-from schedctl.job import CatchUp, Job
-from schedctl.lease import acquire_or_renew
+from schedctl.inspect.top import ScheduleCache, read_frame
+from schedctl.jobs.job import CatchUp, Job
+from schedctl.leader.lease import acquire_or_renew
 from schedctl.store import claims, describe_target, open_store
 from schedctl.store import workers as registry
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs, job_state, workers
-from schedctl.top import ScheduleCache, read_frame
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.factories import seed_settled_jobs  # noqa: E402  (the suite's seeder: the same rows as its scale test)

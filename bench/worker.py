@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, func, make_url, select, text
 
-from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import claims, open_store, parse_url
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs
@@ -44,7 +44,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # `schedctl ...` with Worker.run under cProfile: the loop runs in its own thread, which `-m cProfile` misses.
 PROFILED = """
 import cProfile, sys, time
-import schedctl.worker as w
+import schedctl.worker.loop as w
 from schedctl.cli import main
 out = sys.argv.pop(1)
 plain = w.Worker.run
@@ -138,7 +138,7 @@ class Result:
     rate: float  # runs/s
     worker_ms: float  # CPU per run: the worker processes
     child_ms: float  # the jobs they ran
-    guard_ms: float  # the workers' watchdogs (schedctl.groupguard), told of every job's start and end
+    guard_ms: float  # the workers' watchdogs (schedctl.worker.groupguard), told of every job's start and end
     db_ms: float  # the PostgreSQL server (0 for SQLite: it runs inside the workers)
     busy: float  # the whole machine's busy fraction of its CPUs over the window
 
@@ -203,7 +203,7 @@ def _cpu_seconds(pid: int, children: bool = False) -> float:
 
 
 def _guard_cpu(procs: list[subprocess.Popen[bytes]]) -> float:
-    """CPU so far of the workers' live watchdog processes (each worker's child running schedctl.groupguard)."""
+    """CPU so far of the workers' live watchdog processes (each worker's child running schedctl.worker.groupguard)."""
     total = 0.0
     for proc in procs:
         kids = []
@@ -214,7 +214,7 @@ def _guard_cpu(procs: list[subprocess.Popen[bytes]]) -> float:
                 continue
         for kid in kids:
             try:
-                if b"schedctl.groupguard" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                if b"schedctl.worker.groupguard" in Path(f"/proc/{kid}/cmdline").read_bytes():
                     total += _cpu_seconds(int(kid))
             except (OSError, IndexError):
                 continue

@@ -13,7 +13,9 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import secrets
 import signal
+import socket
 import stat
 import threading
 import time
@@ -24,13 +26,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from schedctl.backoff import Backoff
-from schedctl.clock import Clock, SystemClock
 from schedctl.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, SchemaMismatch, StoreUnavailable
-from schedctl.job import Job, Role
-from schedctl.settings import SchedulerSettings, WorkerSettings
+from schedctl.jobs.job import Job, Role
+from schedctl.leader.settings import SchedulerSettings
+from schedctl.timing.backoff import Backoff
+from schedctl.timing.clock import Clock, SystemClock
+from schedctl.worker.settings import WorkerSettings
 
 log = logging.getLogger("schedctl.service")
+
+
+def default_identity() -> str:
+    """``HOST:PID:SUFFIX``; the random suffix keeps a reused PID in a new container from looking like the old holder."""
+    return (
+        os.environ.get("SCHEDCTL_IDENTITY") or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    )
+
 
 START_BACKOFF_MIN = 0.5
 START_BACKOFF_MAX = 10.0
@@ -114,7 +125,7 @@ def serve(config: ServeConfig) -> int:
     threads: list[threading.Thread] = []
     scheduler = None
     if runs_scheduler:
-        from schedctl.scheduler import Scheduler
+        from schedctl.leader.scheduler import Scheduler
 
         path, allow_empty = config.jobs_path, config.allow_empty
         refuse_empty_job_set(jobs, path, store, allow_empty)
@@ -134,7 +145,7 @@ def serve(config: ServeConfig) -> int:
         signals.wake = scheduler.wake
         threads.append(_thread("scheduler", lambda: scheduler.run(signals.stopping)))
     if runs_worker:
-        from schedctl.worker import Worker
+        from schedctl.worker.loop import Worker
 
         worker = Worker(store, config.worker, clock)
         if scheduler is not None:
@@ -155,8 +166,8 @@ def _register_scheduler(store: Any, config: ServeConfig, clock: Clock, signals: 
     """A scheduler-only process in the worker registry, so `schedctl workers` and `top` show standbys too.
 
     (A worker, or `--role all`, is registered by the worker loop itself.)"""
-    from schedctl.job import Role, ServeStopReason
-    from schedctl.registry import Registry
+    from schedctl.jobs.job import Role, ServeStopReason
+    from schedctl.worker.registry import Registry
 
     s = config.scheduler
     registry = Registry(
@@ -254,8 +265,8 @@ def wait_for_schema(store: Any, migrate: bool, stopping: threading.Event) -> boo
 def _refuse_missing_sqlite_file(store: Any, migrate: bool) -> None:
     """Without --migrate a new SQLite file could only be refused for having no schema; connecting to check
     would leave an empty file behind. Say what to run before anything creates it."""
-    from schedctl.sqlitefile import sqlite_path
     from schedctl.store import describe_target, urls
+    from schedctl.store.sqlitefile import sqlite_path
 
     path = sqlite_path(store.url)
     if path is None or migrate or path.exists():
@@ -306,7 +317,7 @@ def refuse_empty_job_set(jobs: dict[str, Job], path: str | None, store: Any, all
 
 
 def load_job_files(path: str | None) -> dict[str, Job]:
-    from schedctl.config import load_jobs
+    from schedctl.jobs.config import load_jobs
 
     if path is None:
         return {}
@@ -358,7 +369,7 @@ def warn_job_users(jobs: dict[str, Job], run_as_job_user: bool) -> None:
 
 def report_unknown_users(jobs: dict[str, Job]) -> None:
     """One line per user the jobs name that this host does not have: their runs would fail every time."""
-    from schedctl.executor import unknown_user_reason, unknown_users
+    from schedctl.worker.executor import unknown_user_reason, unknown_users
 
     by_user: dict[str, list[str]] = {}
     for job in jobs.values():

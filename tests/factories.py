@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from schedctl.job import Job
+from schedctl.jobs.job import Job
 from schedctl.store import runrows
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.schema import job_events, job_runs, job_state, job_versions, lease_terms, scheduler_lease

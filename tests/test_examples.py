@@ -51,7 +51,7 @@ def _unit(path: Path) -> configparser.RawConfigParser:
 
 @pytest.mark.parametrize("path", _files("*.toml"), ids=_id)
 def test_toml_examples_parse_and_job_files_load(path: Path) -> None:
-    from schedctl.config import load_jobs
+    from schedctl.jobs.config import load_jobs
 
     data = tomllib.loads(path.read_text())
     # Every TOML example is a job file: a misspelled top-level table must fail here, not be skipped.
@@ -69,7 +69,7 @@ def test_yaml_examples_are_kubernetes_objects(path: Path) -> None:
 
 
 def test_configmap_jobs_load() -> None:
-    from schedctl.config import loads_jobs
+    from schedctl.jobs.config import loads_jobs
 
     found = 0
     for path in _files("*.yaml"):
@@ -112,8 +112,8 @@ def _option(argv: list[str], name: str) -> str | None:
 
 
 def _max_grace_period() -> float:
-    from schedctl.config import loads_jobs
-    from schedctl.job import DEFAULT_GRACE_PERIOD
+    from schedctl.jobs.config import loads_jobs
+    from schedctl.jobs.job import DEFAULT_GRACE_PERIOD
 
     graces = [DEFAULT_GRACE_PERIOD]
     for path in _files("*.yaml"):
@@ -193,8 +193,8 @@ def test_units_stop_gently_and_do_not_loop_on_bad_config(path: Path) -> None:
 
 
 def test_worker_unit_stop_timeout_covers_the_grace_period() -> None:
-    from schedctl.durations import parse_duration
-    from schedctl.job import DEFAULT_GRACE_PERIOD
+    from schedctl.jobs.job import DEFAULT_GRACE_PERIOD
+    from schedctl.timing.timetext import parse_duration
 
     (worker,) = [p for p in UNITS if "--role worker" in _unit(p)["Service"]["ExecStart"]]
     service = _unit(worker)["Service"]

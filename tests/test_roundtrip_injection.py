@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from schedctl import lease
-from schedctl.config import dump_jobs, loads_jobs
-from schedctl.executor import Execution, RunIdentity
-from schedctl.job import CatchUp, Concurrency, Job, RunState
-from schedctl.planner import Tick
+from schedctl.jobs.config import dump_jobs, loads_jobs
+from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
+from schedctl.leader import lease
+from schedctl.leader.planner import Tick
 from schedctl.store import claims
 from schedctl.store.dispatch import Fence, StateChange, dispatch, record_changes
 from schedctl.store.schema import job_runs
+from schedctl.worker.executor import Execution, RunIdentity
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 TICK = datetime(2026, 12, 1, 9, 1, 0, 123456, tzinfo=UTC)

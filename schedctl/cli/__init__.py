@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        from schedctl.printable import cut
+        from schedctl.text.printable import cut
 
         # click echoes what it refuses (an extra argument, a bad value) in full: escaped and cut like ours.
         # (Final in click's stubs; show() reads it, and the exception goes no further than here.)
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
 
             traceback.print_exc()
-        from schedctl.printable import escape_lines
+        from schedctl.text.printable import escape_lines
 
         message = f"schedctl: {exc}" if not _is_located(exc) else str(exc)
         click.echo(escape_lines(message), err=True)

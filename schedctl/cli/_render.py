@@ -48,7 +48,7 @@ def listing(
 
 def plain(value: object) -> str:
     """A data value as one printable line: control characters escaped (a command's escapes stay inert)."""
-    from schedctl.printable import escape_controls
+    from schedctl.text.printable import escape_controls
 
     return escape_controls(str(value))
 

@@ -14,7 +14,7 @@ import click
 from schedctl.cli._options import resolve_output
 
 if TYPE_CHECKING:
-    from schedctl.job import Job
+    from schedctl.jobs.job import Job
     from schedctl.store import Store
 
 R = TypeVar("R")
@@ -22,9 +22,9 @@ R = TypeVar("R")
 
 def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict[str, Job]:
     """The named jobs from the job files (all of them when none is named); an unknown id is an error."""
-    from schedctl.config import load_jobs
     from schedctl.errors import JobNotFound
-    from schedctl.printable import cut, quoted
+    from schedctl.jobs.config import load_jobs
+    from schedctl.text.printable import cut, quoted
 
     jobs = load_jobs(jobs_path, now=now)
     wanted = list(dict.fromkeys(job_ids))
@@ -44,11 +44,11 @@ def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store
     from schedctl.cli._options import DEFAULT_JOBS
     from schedctl.cli._store import explained
     from schedctl.errors import JobNotFound
-    from schedctl.printable import quoted
+    from schedctl.text.printable import quoted
 
     if jobs_path != DEFAULT_JOBS or Path(jobs_path).exists():
         return load_selected(jobs_path, job_ids, now)
-    from schedctl.dbjobs import jobs_from_database
+    from schedctl.store.definitions import jobs_from_database
 
     wanted = list(dict.fromkeys(job_ids))
     with explained(store), store.read() as conn:
@@ -85,7 +85,7 @@ def db_clock(store: Store) -> datetime:
 
 
 def parse_time(value: str | None, param: str, now: datetime) -> datetime | None:
-    from schedctl.instants import parse_instant
+    from schedctl.timing.timetext import parse_instant
 
     if value is None:
         return None

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from schedctl.job import Job
+    from schedctl.jobs.job import Job
 
 DASH = "-"
 STDIN_NAME = "<stdin>"
@@ -31,7 +31,7 @@ def read_stdin(nothing: str) -> bytes:
 
 def load_jobs_from(path: str, now: datetime) -> dict[str, Job]:
     """The jobs of a file or folder, or of the TOML on standard input for ``-``."""
-    from schedctl.config import load_jobs, loads_jobs
+    from schedctl.jobs.config import load_jobs, loads_jobs
 
     if path == DASH:
         return loads_jobs(read_stdin("no jobs to read"), STDIN_NAME, now)

@@ -24,8 +24,8 @@ def open_store_or_explain(db_url: str, create: bool = False) -> Store:
     """A Store for ``db_url`` that has not connected yet. A SQLite file must exist unless ``create``."""
     from pathlib import Path
 
-    from schedctl.sqlitefile import sqlite_path
     from schedctl.store import describe_target, open_store, parse_url
+    from schedctl.store.sqlitefile import sqlite_path
 
     try:
         parsed = parse_url(db_url)
@@ -76,7 +76,7 @@ def open_checked_store(db_url: str) -> Store:
 def open_store_if_present(db_url: str) -> Store | None:
     """`open_checked_store`, or None when the URL names a SQLite file that is not there (or memory), decided
     without SQLAlchemy: `jobs` lists definitions before any database exists and must not create one."""
-    from schedctl.sqlitefile import is_sqlite, sqlite_path
+    from schedctl.store.sqlitefile import is_sqlite, sqlite_path
 
     if not db_url:
         return None

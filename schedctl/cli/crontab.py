@@ -242,11 +242,11 @@ def export(
     them (exit 1, nothing written).
     """
     from schedctl.cli._stdio import load_jobs_from
-    from schedctl.crondialect import DEBIAN, resolve
     from schedctl.crontab.export import export_crontab
     from schedctl.crontab.write import write_atomic
     from schedctl.errors import SchedctlError, UsageError
-    from schedctl.zones import validate_zone
+    from schedctl.timing.crondialect import DEBIAN, resolve
+    from schedctl.timing.zones import validate_zone
 
     chosen, _ = resolve(dialect)
     if chosen == DEBIAN and not timezone:
@@ -276,7 +276,7 @@ def export(
     if output is None or output == STDOUT:
         click.echo(result.text, nl=False)
         return
-    from schedctl.files import check_output_target
+    from schedctl.jobs.files import check_output_target
 
     if check_output_target(output) is not None and not force:
         raise SchedctlError(f"{output} exists: nothing written; pass --force to replace it")

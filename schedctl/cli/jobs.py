@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 import click
 
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
-from schedctl.durations import ago, span
+from schedctl.timing.timetext import ago, short_duration
 
 if TYPE_CHECKING:
-    from schedctl.joblist import JobRow
+    from schedctl.inspect.joblist import JobRow
 
 _COLUMNS = ("ID", "SCHEDULE", "DESCRIPTION", "TIMEZONE", "CATCH-UP", "NEXT", "LEFT", "LAST", "STATE")
 _WIDE = ("CONCURRENCY", "MAX-CATCH-UP", "PAUSED", "NEXT-UTC", "COMMAND")
@@ -30,8 +30,8 @@ def jobs(jobs_path: str, db_url: str, output: str, as_json: bool) -> None:
     and are `-` otherwise: this command never creates a database. Sorted by next fire.
     """
     from schedctl.cli._store import open_store_if_present
-    from schedctl.config import load_jobs
-    from schedctl.joblist import list_jobs
+    from schedctl.inspect.joblist import list_jobs
+    from schedctl.jobs.config import load_jobs
 
     now = datetime.now(UTC)
     listing = list_jobs(load_jobs(jobs_path, now=now), now, lambda: open_store_if_present(db_url))
@@ -90,7 +90,7 @@ def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
         job.timezone,
         str(job.catch_up),
         nxt.strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
-        span((nxt - now).total_seconds()) if nxt else ("paused" if row.paused else "-"),
+        short_duration((nxt - now).total_seconds()) if nxt else ("paused" if row.paused else "-"),
         _ago(row.last_run_at, now) if row.last_run_at else "-",
         row.last_run_state or "-",
     ]

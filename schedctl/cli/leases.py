@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
-from schedctl.durations import ago, span
-from schedctl.settings import DEFAULT_LEASE_NAME
+from schedctl.jobs.job import DEFAULT_LEASE_NAME
+from schedctl.timing.timetext import ago, short_duration
 
 TERM_COLUMNS = ("TERM", "HOLDER", "ACQUIRED", "RENEWED", "ENDED", "HOW", "SCHEDCTL", "TZDATA")
 
@@ -29,8 +29,8 @@ def leases(name: str, limit: int, db_url: str, output: str, as_json: bool) -> No
     Every instant is the database's, so the figures do not depend on this machine's clock. `expires in` is
     negative once the lease has lapsed: no scheduler is dispatching until one takes it.
     """
-    from schedctl import lease
     from schedctl.cli._store import explained, open_checked_store
+    from schedctl.leader import lease
     from schedctl.store import workers as registry
     from schedctl.store.dialect import select_db_now
 
@@ -158,7 +158,7 @@ def _summary(report: Any) -> str:
         )
     return (
         f"lease {report.name}: held by {s.holder}, term {s.term}, expires in {s.expires_in(now):.1f}s, "
-        f"renewed {ago(s.renewed_ago(now), tenths=True)}, duration {span(s.duration)}, {s.transitions} transitions"
+        f"renewed {ago(s.renewed_ago(now), tenths=True)}, duration {short_duration(s.duration)}, {s.transitions} transitions"
     )
 
 

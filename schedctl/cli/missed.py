@@ -18,8 +18,8 @@ from schedctl.cli._render import emit, plain, table, utc_text
 from schedctl.cli._session import db_clock, load_selected, open_db, parse_time, report_session
 
 if TYPE_CHECKING:
-    from schedctl.missed import MissedCount, MissedTick
-    from schedctl.replay import ReplayPlan
+    from schedctl.inspect.missed import MissedCount, MissedTick
+    from schedctl.inspect.replay import ReplayPlan
     from schedctl.store import Store
 
 _CTX = {"help_option_names": ["-h", "--help"]}
@@ -34,7 +34,7 @@ def instant_option(name: str, help_text: str) -> Callable[[F], F]:
 
 
 def iso(at: datetime | None) -> str | None:
-    from schedctl.missed import rfc3339
+    from schedctl.timing.timetext import rfc3339
 
     return rfc3339(at) if at is not None else None
 
@@ -74,8 +74,8 @@ def missed(
     with reason `late` (queued and waiting for a worker, or no leader since T); --check ignores them. Missed
     ticks stay listed for `serve --keep-missed` (7d), whatever the run history limits. Times are UTC.
     """
-    from schedctl.missed import TickState, missed_counts
-    from schedctl.missed import missed as find_missed
+    from schedctl.inspect.missed import TickState, missed_counts
+    from schedctl.inspect.missed import missed as find_missed
 
     host_now = datetime.now(UTC)
     lo, hi = parse_time(since, "--since", host_now), parse_time(until, "--until", host_now)
@@ -186,8 +186,8 @@ def replay(
     nothing to replay, 1 when it refused (and then nothing was changed).
     """
     from schedctl.errors import ReplayRefused
-    from schedctl.replay import plan_replay, refusal_message
-    from schedctl.replay import replay as run_replay
+    from schedctl.inspect.replay import plan_replay, refusal_message
+    from schedctl.inspect.replay import replay as run_replay
 
     if not dry_run and not yes and not stdin_is_terminal():
         raise click.UsageError(

@@ -15,7 +15,7 @@ from schedctl.cli._options import jobs_option
 from schedctl.cli._session import parse_time  # the same reading as `missed --since/--until`
 
 if TYPE_CHECKING:
-    from schedctl.cron import Fire, Schedule
+    from schedctl.timing.cron import Fire, Schedule
 
 _RICH_MAX = 1000  # a terminal table is built in memory; beyond this, stream plain lines
 
@@ -66,9 +66,9 @@ def _schedule(
     job: str | None, jobs_path: str, expr: str | None, zone: str | None, dst_gap: str | None,
     dst_overlap: str | None, now: datetime,
 ) -> Schedule:  # fmt: skip
-    from schedctl import cron
     from schedctl.errors import SchedctlError
-    from schedctl.job import DstGap, DstOverlap, DstPolicy
+    from schedctl.timing import cron
+    from schedctl.timing.zones import DstGap, DstOverlap, DstPolicy
 
     if job is not None:
         if expr or zone or dst_gap or dst_overlap:
@@ -95,10 +95,10 @@ def _schedule(
 def _job_schedule(job_id: str, jobs_path: str, now: datetime) -> Schedule:
     import difflib
 
-    from schedctl import cron
-    from schedctl.config import load_jobs
     from schedctl.errors import JobNotFound
-    from schedctl.printable import cut, quoted
+    from schedctl.jobs.config import load_jobs
+    from schedctl.text.printable import cut, quoted
+    from schedctl.timing import cron
 
     jobs = load_jobs(jobs_path, now=now)
     if job_id not in jobs:
@@ -114,7 +114,7 @@ def _job_schedule(job_id: str, jobs_path: str, now: datetime) -> Schedule:
 
 
 def _utc(fire: Fire) -> str:
-    from schedctl.instants import instant_text
+    from schedctl.timing.timetext import instant_text
 
     return instant_text(fire.utc)
 
@@ -124,7 +124,7 @@ def _mark(schedule: Schedule, fire: Fire) -> str:
         return "> moved to the end of a DST gap"
     if fire.overlap is None:
         return ""
-    from schedctl.job import DstOverlap
+    from schedctl.timing.zones import DstOverlap
 
     first = fire.overlap == DstOverlap.FIRST
     if schedule.overlap == DstOverlap.BOTH:

@@ -10,8 +10,8 @@ import click
 from schedctl.cli._complete import complete_job_ids
 from schedctl.cli._options import db_option, jobs_option, output_option, resolve_output
 from schedctl.cli._render import utc_text
-from schedctl.instants import instant_text, rfc3339
-from schedctl.job import CancelResult, RunState
+from schedctl.jobs.job import CancelResult, RunState
+from schedctl.timing.timetext import instant_text, rfc3339
 
 if TYPE_CHECKING:
     from schedctl.store.rows import RunRecord
@@ -30,8 +30,8 @@ class Instant(click.ParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
         if isinstance(value, datetime):
             return value
-        from schedctl.instants import parse_timestamp
-        from schedctl.printable import quoted
+        from schedctl.text.printable import quoted
+        from schedctl.timing.timetext import parse_timestamp
 
         try:
             return parse_timestamp(str(value))
@@ -145,7 +145,7 @@ def logs(job_id: str, scheduled_for: datetime | None, raw: bool, db_url: str) ->
         store.dispose()
     import sys
 
-    from schedctl.printable import escape_controls, escape_output
+    from schedctl.text.printable import escape_controls, escape_output
 
     header = f"# {found.job_id} {instant_text(found.scheduled_for)} attempt {found.attempt}: {found.state}"
     click.echo(escape_controls(header), err=True)
@@ -174,7 +174,7 @@ def cancel(job_id: str, scheduled_for: datetime, db_url: str) -> None:
             result = cancel_run(store, job_id, scheduled_for)
     finally:
         store.dispose()
-    from schedctl.printable import escape_controls, quoted
+    from schedctl.text.printable import escape_controls, quoted
 
     key = f"{escape_controls(job_id)} {instant_text(scheduled_for)}"
     if result == CancelResult.CANCELLED:

@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from schedctl.cli._options import db_option, jobs_option
-from schedctl.durations import parse_duration
-from schedctl.settings import DEFAULT_CATCH_UP_GRACE
+from schedctl.jobs.job import DEFAULT_CATCH_UP_GRACE
+from schedctl.timing.timetext import parse_duration
 
 
 class Duration(click.ParamType):
@@ -42,7 +42,7 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     for value in values:
         key, sep, val = value.partition("=")
         if not sep or not key:
-            from schedctl.printable import quoted
+            from schedctl.text.printable import quoted
 
             raise click.BadParameter(f"expected KEY=VALUE, got {quoted(value)}", ctx=ctx, param=param)
         labels[key] = val
@@ -185,13 +185,14 @@ def serve(**opts: Any) -> None:
 
 def _config(opts: dict[str, Any]) -> Any:
     from schedctl.errors import UsageError
-    from schedctl.job import Role
-    from schedctl.service import ServeConfig
-    from schedctl.settings import SchedulerSettings, WorkerSettings, default_identity
+    from schedctl.jobs.job import Role
+    from schedctl.leader.settings import SchedulerSettings
+    from schedctl.service import ServeConfig, default_identity
+    from schedctl.worker.settings import WorkerSettings
 
     if opts["renew_interval"] >= opts["lease_duration"]:
         raise UsageError("--renew-interval must be shorter than --lease-duration")
-    from schedctl.leadership import dispatch_window
+    from schedctl.leader.leadership import dispatch_window
 
     window = dispatch_window(opts["lease_duration"])
     if opts["renew_interval"] >= window:
@@ -206,7 +207,7 @@ def _config(opts: dict[str, Any]) -> Any:
     if opts["smtp"]:
         import os
 
-        from schedctl.mail import PASSWORD_ENV, parse_smtp_url
+        from schedctl.worker.mail import PASSWORD_ENV, parse_smtp_url
 
         smtp = parse_smtp_url(opts["smtp"], os.environ.get(PASSWORD_ENV))
     return ServeConfig(
@@ -249,7 +250,7 @@ def _check_identity(identity: str) -> None:
     """Checked before anything starts: a 300-character identity used to crash the scheduler loop at its first
     lease write."""
     from schedctl.errors import UsageError
-    from schedctl.printable import cut, has_controls
+    from schedctl.text.printable import cut, has_controls
 
     shown = cut(identity, 40)
     if not identity.strip():

@@ -12,11 +12,11 @@ from schedctl.cli._options import db_option, jobs_option, output_option
 from schedctl.cli._render import emit, plain, table, utc_text
 from schedctl.cli._session import on_job, report_session
 from schedctl.cli.missed import iso
-from schedctl.job import PauseSource
+from schedctl.jobs.job import PauseSource
 from schedctl.store.rows import RunRecord
 
 if TYPE_CHECKING:
-    from schedctl.status import JobStatus, TimelineEntry
+    from schedctl.inspect.status import JobStatus, TimelineEntry
 
 _CTX = {"help_option_names": ["-h", "--help"]}
 WARN = "!"  # the mark for anything missed, failed, refused or without a leader
@@ -50,7 +50,7 @@ def status(
     Without JOB: one line per job with its last result, next fire and a `!` for anything missed, failed or
     refused. Times are UTC.
     """
-    from schedctl.status import all_status, job_status
+    from schedctl.inspect.status import all_status, job_status
 
     with report_session(jobs_path, job_id, db_url, output, as_json) as (store, jobs, now, fmt):
         if job_id:
@@ -68,7 +68,7 @@ def status(
 
 
 def entry_json(e: TimelineEntry) -> dict[str, Any]:
-    from schedctl.status import entry_reason
+    from schedctl.inspect.status import entry_reason
 
     run = e if isinstance(e, RunRecord) else None  # a missed tick has no run to describe
     reason, text = entry_reason(e)
@@ -147,7 +147,7 @@ def _next_text(s: JobStatus) -> str:
 
 
 def _entry_cells(e: TimelineEntry) -> list[str]:
-    from schedctl.status import entry_reason
+    from schedctl.inspect.status import entry_reason
 
     run = e if isinstance(e, RunRecord) else None  # a missed tick has no run to describe
     reason, text = entry_reason(e)
@@ -223,7 +223,7 @@ def pause(job_id: str, jobs_path: str, db_url: str) -> None:
 
     Recorded in the database, so every scheduler replica honours it and `schedctl missed` explains the gap.
     """
-    from schedctl.jobcontrol import pause as do_pause
+    from schedctl.inspect.jobcontrol import pause as do_pause
 
     job, result = on_job(jobs_path, job_id, db_url, do_pause)
     if result.changed:
@@ -238,7 +238,7 @@ def pause(job_id: str, jobs_path: str, db_url: str) -> None:
 @db_option
 def resume(job_id: str, jobs_path: str, db_url: str) -> None:
     """Resume JOB paused by `schedctl pause`; the ticks paused over go through its catch-up policy."""
-    from schedctl.jobcontrol import resume as do_resume
+    from schedctl.inspect.jobcontrol import resume as do_resume
 
     job, result = on_job(jobs_path, job_id, db_url, do_resume)
     if result.changed:

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from schedctl.cli._options import db_option
-from schedctl.settings import DEFAULT_LEASE_NAME
+from schedctl.jobs.job import DEFAULT_LEASE_NAME
 
 if TYPE_CHECKING:
-    from schedctl.top import Frame
+    from schedctl.inspect.top import Frame
 
 
 @click.command("top", context_settings={"help_option_names": ["-h", "--help"]})
@@ -39,8 +39,8 @@ def top(once: bool, interval: float, name: str, db_url: str) -> None:
     never takes SQLite's writer lock: it does not delay the scheduler or the workers.
     """
     from schedctl.cli._store import explained, open_checked_store
+    from schedctl.inspect.top import ScheduleCache, read_frame
     from schedctl.store import describe_target
-    from schedctl.top import ScheduleCache, read_frame
 
     store = open_checked_store(db_url)
     target = describe_target(store.url)
@@ -107,8 +107,8 @@ def render(f: Frame, target: str) -> Any:
 
     from schedctl.cli._render import text
     from schedctl.cli.workers import labels_text
-    from schedctl.durations import ago, span
-    from schedctl.job import WorkerState
+    from schedctl.jobs.job import WorkerState
+    from schedctl.timing.timetext import ago, short_duration
 
     def table(*columns: str) -> Table:
         t = Table(box=None, header_style="bold", pad_edge=False, show_edge=False)
@@ -131,7 +131,7 @@ def render(f: Frame, target: str) -> Any:
     if f.leader_held and f.lease is not None:
         left = f.lease.expires_in(now)
         lead = (
-            f"leader: {f.lease.holder}, term {f.lease.term} for {span(_secs(f.lease.acquired_at, now))} "
+            f"leader: {f.lease.holder}, term {f.lease.term} for {short_duration(_secs(f.lease.acquired_at, now))} "
             f"(expires in {left:.0f}s)"
         )
     elif f.lease is not None:
@@ -173,7 +173,7 @@ def render(f: Frame, target: str) -> Any:
                 f"{r.scheduled_for.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
                 r.worker or "-",
                 str(r.attempt),
-                span(_secs(r.started_at, now)) if r.started_at else "-",
+                short_duration(_secs(r.started_at, now)) if r.started_at else "-",
                 ago(_secs(r.checkpoint_at, now)) if r.checkpoint_at else "none",
                 ago(_secs(r.heartbeat_at, now)) if r.heartbeat_at else "-",
             )
@@ -193,7 +193,7 @@ def render(f: Frame, target: str) -> Any:
         t = table("JOB", "ZONE", "LOCAL", "IN")
         for n in f.next_fires:
             local = _local(n.at, n.timezone)
-            row(t, n.job_id, n.timezone, local, span((n.at - now).total_seconds()))
+            row(t, n.job_id, n.timezone, local, short_duration((n.at - now).total_seconds()))
         parts.append(t)
     else:
         parts.append(text("none known (no scheduler has led with jobs yet)"))

@@ -10,7 +10,7 @@ import click
 
 from schedctl.cli._options import db_option, output_option, resolve_output
 from schedctl.cli._render import plain, utc_text
-from schedctl.durations import ago
+from schedctl.timing.timetext import ago
 
 if TYPE_CHECKING:
     from schedctl.store.workers import RunningRun, WorkerRecord

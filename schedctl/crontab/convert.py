@@ -17,7 +17,7 @@ from schedctl.crontab.diagnostics import error, one_line, warning
 from schedctl.crontab.ids import dedupe, derive_id
 from schedctl.crontab.parse import Entry
 from schedctl.errors import ConfigError, Diagnostic, UsageError
-from schedctl.job import CatchUp, Job
+from schedctl.jobs.job import CatchUp, Job
 
 _VALID_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}\Z")
 
@@ -39,8 +39,8 @@ class Conversion:
 
 def check_options(options: ImportOptions) -> None:
     """Flags that contradict each other, or a zone that does not exist: a usage error before any reading."""
-    from schedctl.cron import validate_zone
     from schedctl.errors import SchedctlError
+    from schedctl.timing.cron import validate_zone
 
     if options.timezone is not None:
         try:
@@ -161,7 +161,7 @@ def _warn_host_maintenance(entry: Entry, result: Conversion) -> None:
 def _build(
     job_id: str, entry: Entry, options: ImportOptions, now: datetime, result: Conversion
 ) -> Job | None:
-    from schedctl.config import job_from_mapping
+    from schedctl.jobs.config import job_from_mapping
 
     try:
         return job_from_mapping(job_id, _table(entry, options), entry.file, lambda _path: entry.line, now)
@@ -172,9 +172,9 @@ def _build(
 
 
 def mail_keys(env: Mapping[str, str]) -> tuple[dict[str, str], str | None, str | None]:
-    """cron's MAILTO / MAILFROM as the job's mailto / mailfrom (schedctl.mail sends the mail): (the env
+    """cron's MAILTO / MAILFROM as the job's mailto / mailfrom (schedctl.worker.mail sends the mail): (the env
     without them, mailto, mailfrom). A value that is no address list stays in the env (_warn_mail says so)."""
-    from schedctl.configkeys import CHECKS, Invalid
+    from schedctl.jobs.configkeys import CHECKS, Invalid
 
     out = dict(env)
     picked: dict[str, str | None] = {"MAILTO": None, "MAILFROM": None}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from schedctl.crondialect import CRONIE
 from schedctl.crontab.diagnostics import error, one_line, warning
 from schedctl.errors import Diagnostic
+from schedctl.timing.crondialect import CRONIE
 
 BLANKS = " \t"  # cron's Skip_Blanks: only space and tab separate fields
 

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, field, replace
 from dataclasses import fields as job_fields
 
-from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.crontab.ids import derive_id
 from schedctl.crontab.parse import CONSUMED, SYSTEM, USER, Entry, looks_like_field, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin
 from schedctl.errors import SchedctlError, UsageError
-from schedctl.job import Job
-from schedctl.printable import escape_controls, has_controls
+from schedctl.jobs.job import Job
+from schedctl.text.printable import escape_controls, has_controls
+from schedctl.timing.crondialect import CRONIE, DEBIAN
 
 # Keys a crontab has no place for; named in the report when a job sets them.
 _DROPPED = (
@@ -132,7 +132,7 @@ def _header(fmt: str, count: int, dialect: str, host_zone: str | None) -> list[s
 
 
 def _inexpressible(job: Job, fmt: str, writer: _Writer) -> str | None:
-    from schedctl.cron import schedule_for
+    from schedctl.timing.cron import schedule_for
 
     debian = writer.dialect == DEBIAN
     if debian and job.timezone != writer.host_zone:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from schedctl.crondialect import resolve, skipped_name
 from schedctl.crontab.convert import Conversion, ImportOptions, check_options, convert
 from schedctl.crontab.diagnostics import error, errors_in, warning
 from schedctl.crontab.parse import MAX_BYTES, NOT_TEXT, TOO_LARGE, Crontab, Entry, parse_crontab
@@ -26,8 +25,9 @@ from schedctl.errors import (
     SchedctlError,
     UsageError,
 )
-from schedctl.files import FileTooLarge, NotRegularFile, check_output_target, read_regular
-from schedctl.job import Job
+from schedctl.jobs.files import FileTooLarge, NotRegularFile, check_output_target, read_regular
+from schedctl.jobs.job import Job
+from schedctl.timing.crondialect import resolve, skipped_name
 
 STDIN_NAME = "<stdin>"
 MAX_ERRORS_PER_FILE = 20
@@ -124,7 +124,7 @@ def _check_output(request: ImportRequest) -> None:
 def _existing_jobs(request: ImportRequest, now: datetime) -> dict[str, Job]:
     if not (request.merge and request.output and Path(request.output).exists()):
         return {}
-    from schedctl.config import load_jobs
+    from schedctl.jobs.config import load_jobs
 
     return load_jobs(request.output, now)
 
@@ -132,7 +132,7 @@ def _existing_jobs(request: ImportRequest, now: datetime) -> dict[str, Job]:
 def _finish(
     request: ImportRequest, outcome: ImportOutcome, conversion: Conversion, taken: dict[str, Job]
 ) -> None:
-    from schedctl.config import dump_jobs, loads_jobs
+    from schedctl.jobs.config import dump_jobs, loads_jobs
 
     outcome.jobs = [j for j in conversion.jobs if j.id not in taken]
     outcome.kept = [j.id for j in conversion.jobs if j.id in taken]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from types import MappingProxyType
 
-from schedctl.crondialect import DEBIAN
 from schedctl.crontab.entries import BLANKS, Crontab, Entry, Line, LineState, report
 from schedctl.crontab.fileformat import ACCOUNT, SYSTEM, USER, split_tokens
 from schedctl.crontab.percent import split_percent
 from schedctl.errors import SchedctlError
+from schedctl.timing.crondialect import DEBIAN
 
 _MACROS = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 # What a cron time field looks like, to catch a sixth (seconds) field before it is run as a command or user.
@@ -98,7 +98,7 @@ def read_job(line: Line, state: LineState, result: Crontab) -> None:
 
 
 def _schedule_and_rest(line: Line, text: str, result: Crontab, dialect: str) -> tuple[str, str] | None:
-    from schedctl.cron import validate_expression
+    from schedctl.timing.cron import validate_expression
 
     tokens = split_tokens(text, 5)
     if not tokens:

@@ -15,7 +15,7 @@ What cron does, and so what this does:
 * A last line without a newline: cronie's ``load_env`` stops at it, so cron never runs it, and ``crontab``
   refuses to install such a file. A job on that line is reported as an error (it never ran under cron).
 
-Schedules are checked by ``schedctl.cron.validate_expression``, the same check the TOML loader uses. This
+Schedules are checked by ``schedctl.timing.cron.validate_expression``, the same check the TOML loader uses. This
 module reads the file, its comments and its settings; a job line is ``schedctl.crontab.jobline``'s.
 
 Debian's cron (Vixie cron 3.0 with Debian's patches, ``--dialect debian``) differs, and each difference follows
@@ -32,7 +32,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from schedctl.crondialect import CRONIE, DEBIAN
 from schedctl.crontab.accounts import exists_here, is_known_account
 from schedctl.crontab.detect import detect_format
 from schedctl.crontab.diagnostics import error, one_line
@@ -40,6 +39,7 @@ from schedctl.crontab.entries import BLANKS, Crontab, Entry, Line, LineState, re
 from schedctl.crontab.fileformat import SYSTEM, USER, empty_setting, parse_env
 from schedctl.crontab.jobline import looks_like_field, read_job
 from schedctl.errors import SchedctlError
+from schedctl.timing.crondialect import CRONIE, DEBIAN
 
 # Names other modules import from here: the parser's public face, wherever each is defined.
 __all__ = [
@@ -288,7 +288,7 @@ def _env_problem(line: Line, name: str, value: str) -> str | None:
 
 
 def _set_cron_tz(line: Line, value: str, state: LineState, result: Crontab) -> None:
-    from schedctl.cron import validate_zone
+    from schedctl.timing.cron import validate_zone
 
     if not value:
         state.cron_tz, state.bad_tz_line = None, None  # empty: back to the default zone

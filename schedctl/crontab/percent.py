@@ -8,7 +8,7 @@ Writing (export) is the inverse where one exists; ``None`` means no crontab line
 
 from __future__ import annotations
 
-DEBIAN = "debian"  # schedctl.crondialect.DEBIAN, without importing the package here
+DEBIAN = "debian"  # schedctl.timing.crondialect.DEBIAN, without importing the package here
 
 
 def split_percent(text: str, dialect: str = "cronie") -> tuple[str, str | None]:

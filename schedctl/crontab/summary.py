@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from schedctl.crontab.entries import Crontab
-from schedctl.job import DstOverlap, Job
+from schedctl.jobs.job import Job
+from schedctl.timing.zones import DstOverlap
 
 HORIZON = timedelta(days=365)
 
@@ -61,7 +62,7 @@ def notes(jobs: list[Job], skipped_reboot: int) -> list[str]:
 
 
 def _row(job: Job, now: datetime) -> Row:
-    from schedctl.cron import schedule_for
+    from schedctl.timing.cron import schedule_for
 
     policy = str(job.catch_up) + (f" (max {job.max_catch_up})" if job.max_catch_up else "")
     try:
@@ -73,7 +74,7 @@ def _row(job: Job, now: datetime) -> Row:
 
 
 def _dst_note(schedule: object, now: datetime) -> str:
-    from schedctl.cron import Schedule, dst_adjusted_fires
+    from schedctl.timing.cron import Schedule, dst_adjusted_fires
 
     assert isinstance(schedule, Schedule)
     fires = dst_adjusted_fires(schedule, now, now + HORIZON)

@@ -4,7 +4,7 @@ A reader (a scheduler reloading on SIGHUP, an editor) sees the old file or the n
 crash or a full disk leaves the old file as it was. A file holding environment values is created 0600: those
 values are often tokens (issue 8), and the mode is set before the first byte is written.
 
-Only a new name or an existing regular file is written (``schedctl.files.check_output_target``): a device
+Only a new name or an existing regular file is written (``schedctl.jobs.files.check_output_target``): a device
 node, a FIFO or a symbolic link at the path is refused. Replacing an existing file keeps its owner, group
 and mode (a ``user:group 0640`` jobs file stays readable by the service that reads it); when the new text
 holds env values, the "other" bits are dropped all the same.
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from schedctl.errors import SchedctlError
-from schedctl.files import check_output_target
+from schedctl.jobs.files import check_output_target
 
 
 def write_atomic(path: str | Path, text: str, *, private: bool) -> None:

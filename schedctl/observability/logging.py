@@ -15,7 +15,7 @@ import sys
 from datetime import UTC, date, datetime
 from typing import IO, Any
 
-from schedctl.secrets import mask_query_secrets
+from schedctl.text.secrets import mask_query_secrets
 
 FORMATS = ("text", "json")
 LEVELS = ("debug", "info", "warning", "error", "critical")

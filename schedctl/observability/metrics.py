@@ -171,7 +171,7 @@ LAST_SUCCESS = JobGauge(
     registry=REGISTRY,
 )
 
-# -- mail (worker; schedctl.mail) --------------------------------------------------------------------------
+# -- mail (worker; schedctl.worker.mail) --------------------------------------------------------------------------
 MAILS_SENT = Counter(
     "schedctl_mails_sent_total", "Run-output mails the SMTP server accepted.", registry=REGISTRY
 )

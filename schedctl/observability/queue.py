@@ -31,7 +31,7 @@ def sample_queue(store: Store) -> tuple[int, float]:
     with store.read() as conn:
         now: datetime = select_db_now(conn)
         depth, oldest = runstats.due_depth_and_oldest_wait(conn, now)
-        from schedctl.eligibility import stranded_runs
+        from schedctl.store.eligibility import stranded_runs
 
         stranded = sum(s.count for s in stranded_runs(conn, now).values())
     age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0

@@ -33,11 +33,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from schedctl.job import Concurrency, EventKind, RunState, labels_key
-from schedctl.outcome import Outcome  # re-exported: the store writes what the policy decides
-from schedctl.settings import DEFAULT_KEEP_MISSED
+from schedctl.jobs.job import Concurrency, EventKind, RunState, labels_key
 from schedctl.store import missedrecord
 from schedctl.store.dialect import db_now, db_now_plus, lock_for_claim
+from schedctl.store.missedrecord import DEFAULT_KEEP_MISSED
+from schedctl.store.rows import Outcome
 from schedctl.store.runrows import VERSION_HOLD
 from schedctl.store.runrows import queue_runs as queue_runs  # re-exported: tests, benchmarks queue runs here
 from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state, job_versions

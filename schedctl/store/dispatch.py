@@ -17,8 +17,16 @@ from datetime import datetime
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import CatchUp, Concurrency, EventKind, Job, RunState, SkipReason, Tick
-from schedctl.planner import DEFAULT_MAX_CATCH_UP
+from schedctl.jobs.job import (
+    DEFAULT_MAX_CATCH_UP,
+    CatchUp,
+    Concurrency,
+    EventKind,
+    Job,
+    RunState,
+    SkipReason,
+    Tick,
+)
 from schedctl.store import Store, jobstate, leases, runrows, wake
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.rows import StateRecord

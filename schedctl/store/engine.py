@@ -19,7 +19,6 @@ from sqlalchemy.exc import (
 )
 
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
-from schedctl.sqlitefile import sqlite_file, sqlite_path
 from schedctl.store import access, urls
 from schedctl.store.bounds import (
     Bounds,
@@ -28,6 +27,7 @@ from schedctl.store.bounds import (
     mysql_session_sql,
     postgres_connect_args,
 )
+from schedctl.store.sqlitefile import sqlite_file, sqlite_path
 
 DEFAULT_URL = "sqlite:///schedctl.db"
 READ_ONLY = "schedctl_read_only"  # execution option: a SQLite transaction that starts deferred (Store.read)

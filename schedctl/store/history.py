@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.engine import Connection
 
-from schedctl.job import EventKind, RunState
+from schedctl.jobs.job import EventKind, RunState
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.jobstate import STATE_COLUMNS, state_record
 from schedctl.store.leases import lease_record, term_record

@@ -1,6 +1,6 @@
 """The lease tables' statements: ``scheduler_lease`` (who leads now) and ``lease_terms`` (who led when).
 
-The election rule, its retries and its log lines are ``schedctl.lease``'s; here is only how each step is
+The election rule, its retries and its log lines are ``schedctl.leader.lease``'s; here is only how each step is
 said to the database. Every instant compared or stored is the database's (``db_now()``), never this host's.
 ``fence``/``fence_commit`` bracket every fenced write transaction (``store.dispatch``); docs/guarantees.md has
 the whole argument.
@@ -17,7 +17,7 @@ from sqlalchemy import and_, case, func, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.errors import LeaseTooShort, NotLeader
-from schedctl.job import LeaseEndReason
+from schedctl.jobs.job import LeaseEndReason
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, now_plus
 from schedctl.store.rows import LeaseRecord, TermRecord
 from schedctl.store.schema import lease_terms, scheduler_lease

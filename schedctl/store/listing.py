@@ -7,7 +7,7 @@ from datetime import datetime
 
 from sqlalchemy import and_, func, select
 
-from schedctl.job import RunState
+from schedctl.jobs.job import RunState
 from schedctl.store import Store
 from schedctl.store.dialect import id_chunks, in_list
 from schedctl.store.history import RUN_COLUMNS, run_record

@@ -19,14 +19,17 @@ from typing import TYPE_CHECKING
 from sqlalchemy import delete, select
 from sqlalchemy.engine import Connection
 
-from schedctl.job import RunState
-from schedctl.missedranges import fires_in, schedule_of
+from schedctl.jobs.job import RunState
 from schedctl.store.dialect import db_now, id_chunks, in_list, insert_ignore, now_plus, select_db_now
+from schedctl.store.missedranges import fires_in, schedule_of
 from schedctl.store.rows import RangeRecord
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 
 if TYPE_CHECKING:
-    from schedctl.cron import Schedule
+    from schedctl.timing.cron import Schedule
+
+DEFAULT_KEEP_MISSED = 7 * 86400.0  # seconds skipped/missed evidence is kept, whatever the run history limits
+
 
 _TINY = timedelta(microseconds=1)
 

@@ -1,12 +1,14 @@
 """The rows `missed`, `status`, `replay` and `top` read, one frozen type per table, with no SQLAlchemy: the
-store maps its rows into these (``history``, ``missedrecord``) and the explanations take them as plain data."""
+store maps its rows into these (``history``, ``missedrecord``) and the explanations take them as plain data.
+``Outcome`` goes the other way: what a worker's policy (``worker.outcome``) decided, for ``claims`` to write."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from schedctl.job import EventKind, RunState
+from schedctl.jobs.job import EventKind, RunState
 
 
 @dataclass(frozen=True)
@@ -141,3 +143,20 @@ class RangeRecord:
     reason: str | None
     reason_detail: str | None
     schedule_key: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a worker writes when its copy of a run ended. ``state`` queued means retry or hand back."""
+
+    job_id: str
+    scheduled_for: datetime
+    attempt: int
+    state: str
+    exit_status: int | None = None
+    output_tail: str | None = None
+    error: str | None = None
+    checkpoint: Any = None
+    save_checkpoint: bool = False
+    retry_after: float | None = None  # seconds; a retry counts a failure, a hand back does not
+    reason: str | None = None

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Concurrency, Job, RunState
+from schedctl.jobs.job import Concurrency, Job, RunState
 from schedctl.store.dialect import insert_ignore_columns, select_db_now
 from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
 

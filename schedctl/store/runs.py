@@ -7,16 +7,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 
 from schedctl.errors import RunNotFound, SchedctlError
-from schedctl.instants import instant_text
-from schedctl.job import CancelResult, Job, RunState
-from schedctl.outcome import StopReason
-from schedctl.printable import quoted
+from schedctl.jobs.job import CancelResult, Job, RunState, StopReason
 from schedctl.store import Store
 from schedctl.store.dialect import db_now
 from schedctl.store.history import RUN_COLUMNS, run_record
 from schedctl.store.rows import RunRecord
 from schedctl.store.runrows import queue_runs
 from schedctl.store.schema import job_runs
+from schedctl.text.printable import quoted
+from schedctl.timing.timetext import instant_text
 
 
 def list_runs(

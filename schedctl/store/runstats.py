@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.engine import Connection
 
-from schedctl.job import RunState
+from schedctl.jobs.job import RunState
 from schedctl.store.schema import QUEUED, RUNNING, job_runs
 from schedctl.store.types import UTCDateTime
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
     text,
 )
 
-from schedctl.job import RunState
+from schedctl.jobs.job import RunState
 from schedctl.store.types import UTCDateTime
 
 metadata = MetaData()

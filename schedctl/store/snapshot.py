@@ -14,14 +14,12 @@ from datetime import datetime
 
 from sqlalchemy.engine import Connection
 
-from schedctl.eligibility import Stranded, stranded_runs
-from schedctl.job import EventKind, RunState
-from schedctl.lookup import Lookup
-from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_LEASE_NAME
+from schedctl.jobs.job import DEFAULT_CATCH_UP_GRACE, DEFAULT_LEASE_NAME, EventKind, RunState
 from schedctl.store import history as h
 from schedctl.store import missedrecord as record
+from schedctl.store.eligibility import Stranded, stranded_runs
 from schedctl.store.rows import EventRecord, LeaseRecord, RangeRecord, RunRecord, StateRecord, TermRecord
-from schedctl.tickspan import TickSpan, late_window, resolve_window
+from schedctl.store.window import Lookup, TickSpan, late_window, resolve_window
 
 # The events that explain a tick.
 MISSED_EVENTS = (EventKind.PAUSED, EventKind.RESUMED, EventKind.SCHEDULE_CHANGED)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from schedctl.errors import StoreError
-from schedctl.secrets import MASK, SECRET_NAME, mask_query_secrets
-from schedctl.sqlitefile import sqlite_file, sqlite_path
+from schedctl.store.sqlitefile import sqlite_file, sqlite_path
+from schedctl.text.secrets import MASK, SECRET_NAME, mask_query_secrets
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine

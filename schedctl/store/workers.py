@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from schedctl.job import Role, WorkerState
+from schedctl.jobs.job import Role, WorkerState
 from schedctl.store.dialect import db_now, now_plus
 from schedctl.store.schema import QUEUED, RUNNING, job_runs, workers
 from schedctl.store.types import UTCDateTime

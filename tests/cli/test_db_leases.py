@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from schedctl import lease
 from schedctl.cli import main
 from schedctl.cli._store import open_checked_store
 from schedctl.errors import SchemaMismatch, StoreError, StoreUnavailable
+from schedctl.leader import lease
 from schedctl.store import open_store
 from schedctl.store.migrate import VERSION_TABLE, head_revision, upgrade
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from schedctl.cli import main
-from schedctl.config import load_jobs
+from schedctl.jobs.config import load_jobs
 
 CRONTAB = "0 1 * * * /usr/local/bin/nightly\n"
 WITH_ENV = "TOKEN=s3cret\n0 2 * * * /usr/local/bin/report\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from schedctl.cli import main
-from schedctl.config import loads_jobs
+from schedctl.jobs.config import loads_jobs
 
 DATA = Path(__file__).parent.parent / "data"
 

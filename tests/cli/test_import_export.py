@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from schedctl.cli import main
-from schedctl.config import load_jobs, loads_jobs
+from schedctl.jobs.config import load_jobs, loads_jobs
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "crontabs"

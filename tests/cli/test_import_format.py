@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from schedctl.cli import main
-from schedctl.config import loads_jobs
+from schedctl.jobs.config import loads_jobs
 from tests.unit.test_crontab_format import (
     COMMENTED_OUT,
     DEBIAN_FILES,

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from schedctl.cli import main
-from schedctl.job import CatchUp, Job
+from schedctl.jobs.job import CatchUp, Job
 
 JOBS = """\
 [jobs.nightly]

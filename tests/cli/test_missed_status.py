@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 
 from schedctl.cli import cli, main
 from schedctl.errors import JobNotFound
-from schedctl.job import CatchUp, Job
-from schedctl.jobcontrol import actor
+from schedctl.inspect.jobcontrol import actor
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.store import open_store
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms

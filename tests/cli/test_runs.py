@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 
 from schedctl.cli import cli
 from schedctl.errors import RunNotFound, SchedctlError
-from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import claims, open_store
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from schedctl.cli import cli
-from schedctl.job import CatchUp, Job
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.store import claims, open_store, parse_url
 from schedctl.store.migrate import upgrade
 

@@ -18,7 +18,7 @@ import factories
 import pytest
 
 from schedctl.cli import main
-from schedctl.job import CatchUp, Job
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.store import open_store
 from schedctl.store import workers as registry
 from schedctl.store.migrate import upgrade

@@ -25,7 +25,7 @@ import pytest
 from launch import serve
 from sqlalchemy import select
 
-from schedctl import lease
+from schedctl.leader import lease
 from schedctl.store import open_store
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs

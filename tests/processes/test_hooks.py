@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import claims, open_store
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs

@@ -8,7 +8,7 @@ user's reach is read or removed, and the attack's run row says in one line what 
 Before issue 24 the worker read ``$SCHEDCTL_CHECKPOINT_FILE`` as root through whatever the job left at
 that path: the symlink case stored the secret and handed it to the retry, ``/dev/zero`` and ``/dev/urandom``
 read until ``MemoryError``, and the FIFO blocked the worker for good. Now the path is the worker's own
-descriptor (``/dev/fd/N``, schedctl/checkpoint.py), so there is nothing to swap.
+descriptor (``/dev/fd/N``, schedctl/worker/checkpoint.py), so there is nothing to swap.
 
 The hard-link case needs ``fs.protected_hardlinks = 0`` to get as far as the link on any version (with 1,
 the kernel itself refuses a link to a file the user can neither read nor write); it runs either way, since

@@ -19,7 +19,7 @@ import pytest
 from launch import child_env, serve
 from sqlalchemy import select
 
-from schedctl import lease
+from schedctl.leader import lease
 from schedctl.store import open_store
 from schedctl.store.dialect import select_db_now
 from schedctl.store.migrate import upgrade

@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from schedctl.clock import SystemClock
 from schedctl.errors import StoreUnavailable
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.settings import WorkerSettings
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import claims, open_store
 from schedctl.store.migrate import upgrade
 from schedctl.store.runs import cancel as cancel_run
 from schedctl.store.schema import job_runs, job_state
-from schedctl.worker import Worker
+from schedctl.timing.clock import SystemClock
+from schedctl.worker.loop import Worker
+from schedctl.worker.settings import WorkerSettings
 
 pytestmark = pytest.mark.processes
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from schedctl.job import CatchUp, Job
-from schedctl.lease import acquire_or_renew
+from schedctl.jobs.job import CatchUp, Job
+from schedctl.leader.lease import acquire_or_renew
 from schedctl.store import claims, open_store
 from schedctl.store.migrate import upgrade
 from schedctl.store.schema import job_runs

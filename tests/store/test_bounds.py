@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
 
-from schedctl import lease
 from schedctl.errors import LeaseTooShort, StoreConflict, StoreError
+from schedctl.leader import lease
 from schedctl.store import Store, leases, open_store
 from schedctl.store.bounds import Bounds
 from schedctl.store.dialect import db_now

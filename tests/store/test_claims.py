@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import factories
 from sqlalchemy import select, update
 
-from schedctl.job import CatchUp, Concurrency, Job
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import claims
 from schedctl.store.dialect import now_plus
 from schedctl.store.schema import job_events, job_runs, job_state

@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from schedctl.clock import FakeClock
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.scheduler import Scheduler
-from schedctl.settings import SchedulerSettings
+from schedctl.jobs.job import CatchUp, Concurrency, Job
+from schedctl.leader.scheduler import Scheduler
+from schedctl.leader.settings import SchedulerSettings
 from schedctl.store import jobstate
 from schedctl.store.schema import job_runs
+from schedctl.timing.clock import FakeClock
 
 
 def _at(minute: int, second: float = 0) -> datetime:
@@ -93,12 +93,12 @@ def test_a_take_over_longer_than_the_lease_keeps_its_term(db_url: str, monkeypat
 
     from sqlalchemy import func
 
-    from schedctl import scheduler as scheduler_module
-    from schedctl.clock import SystemClock
+    from schedctl.leader import scheduler as scheduler_module
     from schedctl.store import open_store, runrows
     from schedctl.store.bounds import Bounds
     from schedctl.store.migrate import upgrade
     from schedctl.store.schema import job_state, lease_terms
+    from schedctl.timing.clock import SystemClock
 
     store = open_store(db_url, bounds=Bounds.for_lease(3))
     try:

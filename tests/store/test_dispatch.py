@@ -12,10 +12,10 @@ import pytest
 from conftest import ENV_FOR
 from sqlalchemy import select
 
-from schedctl import lease
 from schedctl.errors import LeaseTooShort, NotLeader
-from schedctl.job import CatchUp, Concurrency, Job, RunState
-from schedctl.planner import Tick
+from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
+from schedctl.leader import lease
+from schedctl.leader.planner import Tick
 from schedctl.store.dispatch import (
     QUEUE_BOUND,
     Fence,

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from schedctl import jobcontrol, replay
-from schedctl.clock import FakeClock
-from schedctl.job import CatchUp, Concurrency, Job, SkipReason
-from schedctl.scheduler import Scheduler
-from schedctl.settings import SchedulerSettings
+from schedctl.inspect import jobcontrol, replay
+from schedctl.jobs.job import CatchUp, Concurrency, Job, SkipReason
+from schedctl.leader.scheduler import Scheduler
+from schedctl.leader.settings import SchedulerSettings
 from schedctl.store import claims
 from schedctl.store.schema import job_runs
+from schedctl.timing.clock import FakeClock
 
 T0 = datetime(2026, 3, 2, 10, 0, 0, 500000, tzinfo=UTC)
 KEYS = claims.label_keys({})

@@ -9,10 +9,10 @@ from typing import Any
 import factories
 from sqlalchemy import func, select, update
 
-from schedctl import lease
-from schedctl.job import CatchUp, Concurrency, Job, RunState
-from schedctl.planner import Tick
-from schedctl.replay import ReplayPlan, ReplayTick, replay
+from schedctl.inspect.replay import ReplayPlan, ReplayTick, replay
+from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
+from schedctl.leader import lease
+from schedctl.leader.planner import Tick
 from schedctl.store import claims
 from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes
 from schedctl.store.schema import job_runs, job_versions
@@ -161,7 +161,7 @@ def test_pruning_every_run_keeps_the_versions_written_within_the_hold(store: Any
 
 def test_jobs_from_the_database_read_the_snapshot_of_their_newest_run(store: Any) -> None:
     """`status`/`missed` without a job file rebuild each job from the version its newest run names."""
-    from schedctl.dbjobs import jobs_from_database
+    from schedctl.store.definitions import jobs_from_database
 
     fence = _lead(store)
     old = _job()

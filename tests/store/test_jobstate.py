@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from schedctl.job import CatchUp, Job
-from schedctl.jobcontrol import pause
+from schedctl.inspect.jobcontrol import pause
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.store import jobstate
 from schedctl.store.schema import job_state
 

@@ -12,8 +12,8 @@ import time
 import pytest
 from sqlalchemy import select
 
-from schedctl import lease
 from schedctl.errors import NotLeader, UsageError
+from schedctl.leader import lease
 from schedctl.store import leases, open_store
 from schedctl.store.dialect import insert_ignore, select_db_now
 from schedctl.store.schema import job_runs

@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 import pytest
 from factories import add_runs, add_state, add_term
 
-from schedctl.job import CatchUp, Job
-from schedctl.missed import missed
-from schedctl.replay import plan_replay
-from schedctl.status import job_status
+from schedctl.inspect.missed import missed
+from schedctl.inspect.replay import plan_replay
+from schedctl.inspect.status import job_status
+from schedctl.jobs.job import CatchUp, Job
 
 MINUTELY = Job(id="minutely", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.ALL, command="true")
 

@@ -19,15 +19,15 @@ import pytest
 from factories import add_runs, add_state, add_term, run_row
 from sqlalchemy import func, select, update
 
-from schedctl import planner
-from schedctl.cron import schedule_for
-from schedctl.job import CatchUp, Job
-from schedctl.missed import missed
-from schedctl.replay import plan_replay, replay
-from schedctl.status import all_status, job_status
+from schedctl.inspect.missed import missed
+from schedctl.inspect.replay import plan_replay, replay
+from schedctl.inspect.status import all_status, job_status
+from schedctl.jobs.job import CatchUp, Job
+from schedctl.leader import planner
 from schedctl.store import claims
 from schedctl.store.dialect import insert_ignore, select_db_now
 from schedctl.store.schema import job_runs, job_state, missed_ranges
+from schedctl.timing.cron import schedule_for
 
 PULSE = Job(id="pulse", schedule="* * * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="true")
 GRACE = 60.0
@@ -183,7 +183,7 @@ def test_explaining_a_long_outage_holds_no_transaction_open(store, monkeypatch):
     bound; there the test only shows that the answers stay the same.) `status` reads and explains the same way."""
     import time
 
-    from schedctl import missed as missed_mod
+    from schedctl.inspect import missed as missed_mod
     from schedctl.store import open_store
     from schedctl.store.bounds import Bounds
 

@@ -17,11 +17,11 @@ from launch import child_env
 from sqlalchemy import func, insert, select
 
 from schedctl.errors import ReplayRefused
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.jobcontrol import pause, resume
-from schedctl.missed import missed, missed_counts
-from schedctl.replay import plan_replay, replay
-from schedctl.status import Verdict, all_status, job_status
+from schedctl.inspect.jobcontrol import pause, resume
+from schedctl.inspect.missed import missed, missed_counts
+from schedctl.inspect.replay import plan_replay, replay
+from schedctl.inspect.status import Verdict, all_status, job_status
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import workers
 from schedctl.store.schema import job_events, job_runs, job_state
 
@@ -309,7 +309,7 @@ def seed_leader_all_day(conn) -> None:
     add_term(conn, 1, "host-a:99", T(0, 0), T(12, 0, 10), current=True)
 
 
-# What the scheduler (schedctl/planner.py, schedctl/store/dispatch.py) writes as reason_detail.
+# What the scheduler (schedctl/leader/planner.py, schedctl/store/dispatch.py) writes as reason_detail.
 BUSY = 'a run of the job was still queued or running (concurrency = "forbid")'
 LATE = "dispatch would have been 412.0s after the tick, past the starting deadline of 300s"
 
@@ -461,7 +461,7 @@ def test_a_job_file_pause_says_so_and_since_when_instead_of_a_next_fire(store):
 
 
 def test_pause_records_who_ran_it_by_default(store):
-    from schedctl.jobcontrol import actor
+    from schedctl.inspect.jobcontrol import actor
 
     j = job("report")
     pause(store, j, now=T(10, 2))

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import event, select
 
-from schedctl import lease
-from schedctl.job import CatchUp, Job
-from schedctl.missed import missed_counts
+from schedctl.inspect.missed import missed_counts
+from schedctl.inspect.status import all_status
+from schedctl.jobs.job import CatchUp, Job
+from schedctl.leader import lease
 from schedctl.observability.queue import sample_last_success, sample_queue
-from schedctl.status import all_status
 from schedctl.store import Store, claims, dispatch, listing, open_store
 from schedctl.store import runs as store_runs
 from schedctl.store.migrate import check, upgrade

@@ -7,11 +7,11 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from schedctl.clock import FakeClock
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.scheduler import Scheduler
-from schedctl.settings import SchedulerSettings
+from schedctl.jobs.job import CatchUp, Concurrency, Job
+from schedctl.leader.scheduler import Scheduler
+from schedctl.leader.settings import SchedulerSettings
 from schedctl.store.schema import job_events, job_runs, job_state
+from schedctl.timing.clock import FakeClock
 
 T0 = datetime(2026, 3, 2, 10, 0, 0, 500000, tzinfo=UTC)
 
@@ -166,7 +166,7 @@ class _SlowClock(FakeClock):
 
 
 def test_a_long_pass_yields_to_renewal_and_keeps_the_lease(store: Any) -> None:
-    from schedctl import lease
+    from schedctl.leader import lease
     from schedctl.observability import metrics
 
     clock = _SlowClock(T0)
@@ -218,7 +218,7 @@ def _defined_in_batches_of_50(store: Any, n: int) -> tuple[FakeClock, Scheduler]
 def test_a_pass_of_many_batches_commits_every_claim_before_its_bookkeeping(
     store: Any, monkeypatch: Any
 ) -> None:
-    from schedctl import scheduler as scheduler_mod
+    from schedctl.leader import scheduler as scheduler_mod
 
     clock, s = _defined_in_batches_of_50(store, 120)
     tick = datetime(2026, 3, 2, 10, 1, tzinfo=UTC)
@@ -241,8 +241,8 @@ def test_a_pass_of_many_batches_commits_every_claim_before_its_bookkeeping(
 def test_a_pass_that_fails_before_its_bookkeeping_loses_no_tick_and_claims_none_twice(
     store: Any, monkeypatch: Any
 ) -> None:
-    from schedctl import scheduler as scheduler_mod
     from schedctl.errors import StoreError
+    from schedctl.leader import scheduler as scheduler_mod
 
     clock, s = _defined_in_batches_of_50(store, 120)
     defined = _watermarks(store)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from schedctl.clock import FakeClock
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.scheduler import Scheduler
-from schedctl.settings import SchedulerSettings
+from schedctl.jobs.job import CatchUp, Concurrency, Job
+from schedctl.leader.scheduler import Scheduler
+from schedctl.leader.settings import SchedulerSettings
+from schedctl.timing.clock import FakeClock
 
 T0 = datetime(2026, 3, 2, 10, 0, 0, 500000, tzinfo=UTC)
 

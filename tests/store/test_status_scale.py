@@ -15,14 +15,14 @@ import pytest
 from factories import add_state, add_term, register_worker, run_row
 from sqlalchemy import event, insert, or_, select
 
-from schedctl.job import CatchUp, Job
-from schedctl.jobcontrol import pause
-from schedctl.lookup import Lookup
-from schedctl.missed import gather, missed, missed_counts
-from schedctl.status import Verdict, all_status, assemble, job_status
+from schedctl.inspect.jobcontrol import pause
+from schedctl.inspect.missed import gather, missed, missed_counts
+from schedctl.inspect.status import Verdict, all_status, assemble, job_status
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.schema import job_events, job_runs, job_state, lease_terms
 from schedctl.store.snapshot import read_status
+from schedctl.store.window import Lookup
 
 
 def T(hour: int, minute: int, second: int = 0) -> datetime:
@@ -200,7 +200,7 @@ def test_statements_do_not_grow_with_the_jobs(store):
 
 
 def test_a_replay_plan_reads_in_bulk_and_lists_what_missed_lists(store):
-    from schedctl.replay import plan_replay
+    from schedctl.inspect.replay import plan_replay
 
     jobs = list(seed(store, 50).values())
     with Counting(store) as few:

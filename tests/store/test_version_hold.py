@@ -14,9 +14,9 @@ from typing import Any
 import factories
 from sqlalchemy import literal, select, update
 
-from schedctl import lease
-from schedctl.job import CatchUp, Concurrency, Job, RunState
-from schedctl.planner import Tick
+from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
+from schedctl.leader import lease
+from schedctl.leader.planner import Tick
 from schedctl.store import claims, runrows
 from schedctl.store.dialect import db_now_plus, select_db_now
 from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes

@@ -12,13 +12,13 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from schedctl.clock import FakeClock
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.scheduler import PREWRITE_SLACK, Scheduler
-from schedctl.settings import SchedulerSettings
+from schedctl.jobs.job import CatchUp, Concurrency, Job
+from schedctl.leader.scheduler import PREWRITE_SLACK, Scheduler
+from schedctl.leader.settings import SchedulerSettings
 from schedctl.store import runrows
 from schedctl.store.dispatch import RowValues
 from schedctl.store.schema import job_runs, job_versions
+from schedctl.timing.clock import FakeClock
 
 LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -13,15 +13,15 @@ from datetime import UTC, datetime, timedelta
 from factories import seed_settled_jobs
 from sqlalchemy import event, select, update
 
-from schedctl.eligibility import stranded_runs
-from schedctl.job import CatchUp, Job
-from schedctl.registry import Registry
-from schedctl.status import Verdict, all_status, job_status
+from schedctl.inspect.status import Verdict, all_status, job_status
+from schedctl.inspect.top import read_frame
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.store import claims, open_store
 from schedctl.store import workers as registry
 from schedctl.store.dialect import now_plus, select_db_now
+from schedctl.store.eligibility import stranded_runs
 from schedctl.store.schema import job_runs, job_state, workers
-from schedctl.top import read_frame
+from schedctl.worker.registry import Registry
 
 
 def me(identity: str, labels: dict[str, str] | None = None, stale_after: float = 60.0, role: str = "worker"):
@@ -54,7 +54,7 @@ def job(job_id: str, **kw) -> Job:
 
 def lead(store) -> None:
     """A scheduler holds the lease: without one `status` says "not running" first, whatever the queue."""
-    from schedctl.lease import acquire_or_renew
+    from schedctl.leader.lease import acquire_or_renew
 
     assert acquire_or_renew(store, "cron", "sched-1", 300.0).held
 

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from schedctl.config import loads_jobs
 from schedctl.errors import ConfigError
+from schedctl.jobs.config import loads_jobs
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 BASE = {

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from schedctl import config
-from schedctl.config import load_jobs
 from schedctl.errors import EXIT_CONFIG, ConfigError
+from schedctl.jobs import config
+from schedctl.jobs.config import load_jobs
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

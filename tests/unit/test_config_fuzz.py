@@ -9,9 +9,9 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedctl.config import loads_jobs
-from schedctl.configkeys import KNOWN
 from schedctl.errors import ConfigError
+from schedctl.jobs.config import loads_jobs
+from schedctl.jobs.configkeys import KNOWN
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

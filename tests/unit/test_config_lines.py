@@ -9,7 +9,7 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedctl.tomlpos import key_lines
+from schedctl.jobs.tomlpos import key_lines
 
 
 def test_headers_dotted_keys_inline_tables_and_arrays() -> None:

@@ -9,9 +9,10 @@ from types import MappingProxyType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedctl.config import dump_jobs, job_from_mapping, loads_jobs
 from schedctl.errors import ConfigError
-from schedctl.job import CatchUp, Concurrency, DstGap, DstOverlap, DstPolicy, Job
+from schedctl.jobs.config import dump_jobs, job_from_mapping, loads_jobs
+from schedctl.jobs.job import CatchUp, Concurrency, Job
+from schedctl.timing.zones import DstGap, DstOverlap, DstPolicy
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

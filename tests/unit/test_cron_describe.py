@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from schedctl.cron import schedule_for
+from schedctl.timing.cron import schedule_for
 
 CASES = [
     ("30 2 * * *", "at 02:30 every day"),

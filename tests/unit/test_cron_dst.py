@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedctl.cron import Fire, Schedule, dst_adjusted_fires, schedule_for
-from schedctl.job import DstGap, DstOverlap, DstPolicy
+from schedctl.timing.cron import Fire, Schedule, dst_adjusted_fires, schedule_for
+from schedctl.timing.zones import DstGap, DstOverlap, DstPolicy
 
 
 def at(iso: str) -> datetime:

@@ -17,9 +17,9 @@ from cronsim import CronSim
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedctl.cron import Schedule, _cron, schedule_for
-from schedctl.cronexpr import parse_expression
-from schedctl.job import DstGap, DstOverlap, DstPolicy
+from schedctl.timing.cron import Schedule, _cron, schedule_for
+from schedctl.timing.cronexpr import parse_expression
+from schedctl.timing.zones import DstGap, DstOverlap, DstPolicy
 
 FIELDS = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)]
 SECONDS = (0, 59)
@@ -58,8 +58,8 @@ def expression(draw: st.DrawFn, seconds: bool = False) -> str:
 
 
 def fires_ok(expr: str, start: datetime) -> bool:
-    from schedctl.cron import validate_expression
     from schedctl.errors import ScheduleError
+    from schedctl.timing.cron import validate_expression
 
     try:
         validate_expression(expr, now=start)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from schedctl.cron import load_zone, validate_expression, validate_zone
 from schedctl.errors import ScheduleError, ZoneError
+from schedctl.timing.cron import load_zone, validate_expression, validate_zone
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -206,6 +206,6 @@ def test_each_dialect_reads_schedules_as_its_cron(expr: str, cronie: str | None,
 
 
 def test_cronie_mon_sun_is_every_day() -> None:
-    from schedctl.cronexpr import parse_expression
+    from schedctl.timing.cronexpr import parse_expression
 
     assert parse_expression("0 0 * * mon-sun").dows == (0, 1, 2, 3, 4, 5, 6)

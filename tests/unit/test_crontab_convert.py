@@ -13,7 +13,7 @@ from schedctl.crontab.diagnostics import render
 from schedctl.crontab.ids import dedupe, derive_id
 from schedctl.crontab.parse import SYSTEM, USER, parse_crontab
 from schedctl.errors import UsageError
-from schedctl.job import CatchUp
+from schedctl.jobs.job import CatchUp
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 

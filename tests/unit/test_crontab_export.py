@@ -16,7 +16,8 @@ from schedctl.crontab.export import export_crontab
 from schedctl.crontab.parse import SYSTEM, USER, parse_crontab
 from schedctl.crontab.percent import encode_command, encode_stdin, split_percent, stdin_as_cron_writes
 from schedctl.errors import SchedctlError
-from schedctl.job import CatchUp, DstGap, DstPolicy, Job
+from schedctl.jobs.job import CatchUp, Job
+from schedctl.timing.zones import DstGap, DstPolicy
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "crontabs"

@@ -385,7 +385,7 @@ BROKEN = [
 def test_every_broken_line_is_an_error(text: str | bytes, fmt: str, message: str) -> None:
     tab = parse(text, fmt=fmt)
     assert tab.entries == []
-    # Schedule messages come from schedctl.cron; the start of each is the contract, not its last words.
+    # Schedule messages come from schedctl.timing.cron; the start of each is the contract, not its last words.
     rendered = [render(d) for d in tab.diagnostics]
     assert len(rendered) == 1 and rendered[0].startswith(f"tab:1: error: {message}"), rendered
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from schedctl.executor import NO_CHECKPOINT, Execution, OutputTail, RunIdentity
-from schedctl.outcome import StopReason
+from schedctl.jobs.job import StopReason
+from schedctl.worker.executor import NO_CHECKPOINT, Execution, OutputTail, RunIdentity
 
 RUN = RunIdentity("nightly-export", datetime(2026, 3, 29, 1, 30, 0, 5000, tzinfo=UTC), 3)
 

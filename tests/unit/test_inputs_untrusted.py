@@ -18,12 +18,12 @@ from typing import Any
 
 from sqlalchemy import select
 
-from schedctl.clock import SystemClock
-from schedctl.job import CatchUp, Concurrency, Job
-from schedctl.settings import WorkerSettings
+from schedctl.jobs.job import CatchUp, Concurrency, Job
 from schedctl.store import claims
 from schedctl.store.schema import job_runs
-from schedctl.worker import Worker
+from schedctl.timing.clock import SystemClock
+from schedctl.worker.loop import Worker
+from schedctl.worker.settings import WorkerSettings
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 
@@ -126,11 +126,11 @@ def test_an_outcome_the_database_refuses_is_stored_without_its_output(store: Any
     """Should some future content slip past the sanitising again, the worker must not wedge: after a few
     refused writes it records the outcome without the output (PostgreSQL refuses NUL in text; the other
     backends accept it, and there the output is stored as printed)."""
-    import schedctl.executor
     import schedctl.store.claims
+    import schedctl.worker.executor
 
     monkeypatch.setattr(schedctl.store.claims, "_storable", lambda text: text)
-    monkeypatch.setattr(schedctl.executor, "clean_text", lambda text, limit=None: text)
+    monkeypatch.setattr(schedctl.worker.executor, "clean_text", lambda text, limit=None: text)
     nul = job("prints-nul", python("import sys; sys.stdout.buffer.write(b'a\\x00b\\n')"))
     with store.begin() as conn:
         claims.queue_runs(conn, nul, [T0])

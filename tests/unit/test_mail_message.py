@@ -1,4 +1,4 @@
-"""schedctl.mail without a network: the SMTP URL, when a run is mailed, the message's shape, and failures that
+"""schedctl.worker.mail without a network: the SMTP URL, when a run is mailed, the message's shape, and failures that
 are logged and counted (the sending itself is tested against a real SMTP server in tests/processes/test_mail_smtp.py)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import pytest
 
 from schedctl.errors import UsageError
-from schedctl.executor import RunIdentity
-from schedctl.mail import Mailer, compose, parse_smtp_url, wants_mail
 from schedctl.observability import metrics
+from schedctl.worker.executor import RunIdentity
+from schedctl.worker.mail import Mailer, compose, parse_smtp_url, wants_mail
 
 RUN = RunIdentity("report", datetime(2026, 12, 1, 3, 0, tzinfo=UTC), 1)
 SNAPSHOT = {"command": "echo hi", "mailto": ["ops@example.com"], "mail_on": "output", "user": "alice"}

@@ -7,15 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schedctl.missed import (
-    LeaseTimeline,
-    clock_text,
-    first_clause,
-    parse_instant,
-    pause_intervals,
-)
+from schedctl.inspect.leasecover import LeaseTimeline
+from schedctl.inspect.missed import first_clause, pause_intervals
 from schedctl.store.rows import EventRecord, StateRecord, TermRecord
-from schedctl.tickspan import default_window, resolve_window
+from schedctl.store.window import default_window, resolve_window
+from schedctl.timing.timetext import clock_text, parse_instant
 
 
 def T(hour: int, minute: int, second: int = 0, day: int = 1) -> datetime:
@@ -206,7 +202,7 @@ def test_missed_and_status_load_no_sqlalchemy():
     import sys
 
     code = (
-        "import sys, schedctl.missed, schedctl.status\n"
+        "import sys, schedctl.inspect.missed, schedctl.inspect.status\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sqlalchemy')[:3])\n"
         "sys.exit('sqlalchemy' in sys.modules)"
     )

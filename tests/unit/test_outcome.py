@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
-from schedctl.outcome import Outcome, RunResult, StopReason, outcome_for
+from schedctl.jobs.job import StopReason
 from schedctl.store.claims import ClaimedRun
+from schedctl.store.rows import Outcome
+from schedctl.worker.outcome import RunResult, outcome_for
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SNAP: dict[str, Any] = {"retries": 2, "retry_backoff": 10.0, "timeout": 5.0}
@@ -117,5 +119,5 @@ def test_outcome_for(failures: int, result: RunResult, expected: Outcome | None)
 
 
 def test_the_policy_loads_no_sqlalchemy() -> None:
-    code = "import sys, schedctl.outcome; sys.exit('sqlalchemy' in sys.modules)"
+    code = "import sys, schedctl.worker.outcome; sys.exit('sqlalchemy' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0

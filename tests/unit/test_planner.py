@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-from schedctl import planner
-from schedctl.cron import schedule_for
-from schedctl.job import CatchUp, Concurrency, Job, RunState, SkipReason
+from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState, SkipReason
+from schedctl.leader import planner
+from schedctl.timing.cron import schedule_for
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from schedctl.clock import SystemClock
-from schedctl.executor import Execution
-from schedctl.settings import WorkerSettings
 from schedctl.store import open_store
 from schedctl.store.migrate import upgrade
-from schedctl.worker import Worker
+from schedctl.timing.clock import SystemClock
+from schedctl.worker.executor import Execution
+from schedctl.worker.loop import Worker
+from schedctl.worker.settings import WorkerSettings
 from tests.unit.test_executor import RUN, snapshot
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schedctl.job import CatchUp, Job
+from schedctl.jobs.job import CatchUp, Job
 from schedctl.service import warn_job_users, warn_writable_job_files
 
 
@@ -45,7 +45,8 @@ def test_jobs_naming_a_user_without_run_as_job_user_get_one_info_line(
 
 def test_serve_passes_keep_missed_and_the_grace_on_to_the_loops() -> None:
     from schedctl.cli.serve import _config, serve
-    from schedctl.settings import DEFAULT_CATCH_UP_GRACE, DEFAULT_KEEP_MISSED
+    from schedctl.jobs.job import DEFAULT_CATCH_UP_GRACE
+    from schedctl.store.missedrecord import DEFAULT_KEEP_MISSED
 
     ctx = serve.make_context("serve", ["--keep-missed", "2d", "--catch-up-grace", "5s"])
     config = _config(ctx.params)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import make_url
 
-from schedctl.sqlitefile import is_sqlite, sqlite_file, sqlite_path
+from schedctl.store.sqlitefile import is_sqlite, sqlite_file, sqlite_path
 
 CASES = [
     ("sqlite://", True, None, None),

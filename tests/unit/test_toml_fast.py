@@ -12,10 +12,10 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schedctl import config
-from schedctl.config import load_jobs, loads_jobs
 from schedctl.errors import ConfigError
-from schedctl.tomlfast import jobs_document
+from schedctl.jobs import config
+from schedctl.jobs.config import load_jobs, loads_jobs
+from schedctl.jobs.tomlfast import jobs_document
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
