@@ -9,14 +9,11 @@ one skips, and `-ra` shows the skip.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-BACKENDS = ("sqlite", "postgresql", "mysql")
-ENV_FOR = {"postgresql": "SCHEDCTL_TEST_POSTGRES_URL", "mysql": "SCHEDCTL_TEST_MYSQL_URL"}
+from databases import BACKENDS, private_url
 
 
 @pytest.fixture(autouse=True)
@@ -32,45 +29,10 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCHEDCTL_OS_RELEASE", str(Path(__file__).parent / "data" / "os-release-fedora"))
 
 
-def _private_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'schedctl.db'}"
-        return
-    base = os.environ.get(ENV_FOR[backend])
-    if not base:
-        pytest.skip(f"{ENV_FOR[backend]} is not set")
-    from sqlalchemy import create_engine, make_url, text
-
-    from schedctl.store import parse_url
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(parse_url(base), isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:  # an unreachable server raises here: a failure, never a skip
-            if backend == "postgresql":
-                conn.execute(text(f'CREATE SCHEMA "{name}"'))
-            else:
-                conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
-        url = make_url(base)
-        if backend == "postgresql":
-            # One installation per schema, exactly as a user would put schedctl beside other tables.
-            url = url.update_query_dict({"options": f"-csearch_path={name}"})
-        else:
-            url = url.set(database=name)
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            if backend == "postgresql":
-                conn.execute(text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
-            else:
-                conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
-        admin.dispose()
-
-
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A URL to an empty private database on each backend."""
-    yield from _private_url(request.param, tmp_path)
+    yield from private_url(request.param, tmp_path)
 
 
 @pytest.fixture

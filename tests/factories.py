@@ -1,4 +1,4 @@
-"""Rows the store tests seed by hand, written once.
+"""Rows the store tests seed by hand, and the run a worker's executor tests start, written once.
 
 Tests import this as ``factories`` (``pythonpath = ["tests"]`` in pyproject's pytest options).
 """
@@ -6,7 +6,7 @@ Tests import this as ``factories`` (``pythonpath = ["tests"]`` in pyproject's py
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import insert, select
@@ -15,6 +15,7 @@ from schedctl.jobs.job import Job
 from schedctl.store import runrows
 from schedctl.store.dialect import insert_ignore
 from schedctl.store.schema import job_events, job_runs, job_state, job_versions, lease_terms, scheduler_lease
+from schedctl.worker.executor import RunIdentity
 
 LEASE_NAME = "cron"
 # The seeded terms were last renewed this long before they expire, unless a test says otherwise.
@@ -219,3 +220,24 @@ def seed_settled_jobs(
         for start in range(0, n, 2000):
             conn.execute(insert(job_state), rows_state[start : start + 2000])
             conn.execute(insert(job_runs), rows_run[start : start + 2000])
+
+
+# A run as the executor tests start it: a microsecond tick, a third attempt.
+RUN = RunIdentity("nightly-export", datetime(2026, 3, 29, 1, 30, 0, 5000, tzinfo=UTC), 3)
+
+
+def snapshot(command, **kw):
+    base = {
+        "command": command,
+        "stdin": None,
+        "env": {},
+        "pass_env": [],
+        "workdir": None,
+        "user": None,
+        "timeout": None,
+        "grace_period": 1.0,
+        "retries": 0,
+        "retry_backoff": 1.0,
+    }
+    base.update(kw)
+    return base

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from schedctl.jobs.job import DEFAULT_LEASE_NAME, Role, RunState, WorkerState
 from schedctl.store import Store, jobstate, runstats
@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 LIST_LIMIT = 10  # rows per list in a frame: running runs, next fires, failures, missed ticks
 
 
-@dataclass(frozen=True)
-class NextFire:
+class NextFire(NamedTuple):
+    """A job's next tick, for the frame's "next" list: ``at`` in UTC, shown in the job's own ``timezone``.
+    A tuple, not a dataclass: a frame builds one per job, and keeps only the first ``LIST_LIMIT``."""
+
     job_id: str
     timezone: str
     at: datetime
@@ -37,6 +39,9 @@ class NextFire:
 
 @dataclass(frozen=True)
 class FinishedRun:
+    """A run row of the frame's "failures" or "missed" list: ``at`` is when it finished, if it did, and
+    ``detail`` why (its reason, else its error, else its state)."""
+
     job_id: str
     scheduled_for: datetime
     state: str

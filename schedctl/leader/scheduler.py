@@ -124,12 +124,12 @@ class Scheduler(Leadership):
                 self._take_over()
             elif renewed:
                 self._refresh_held()
-            if self._plan is not None:
-                self._dispatch_due()
-            if self._plan is not None:
-                self._decide_ahead()
-            if self._plan is not None:
-                self._prewrite_versions()
+            for step in (self._dispatch_due, self._decide_ahead, self._prewrite_versions):
+                if (
+                    self._plan is None
+                ):  # a step that lost the lease dropped the plan: the rest wait for a term
+                    break
+                step()
         except LeaseTooShort:
             self._next_renew = self.clock.monotonic()  # rolled back, still ours: renew, then write again
         except NotLeader as exc:
@@ -346,7 +346,7 @@ class Scheduler(Leadership):
         plan, jobs = self._plan, self._jobs or {}
         assert plan is not None
         nxt = plan.next_fire()
-        if nxt is None or (nxt - self.now()).total_seconds() < 2 * self._ahead_cost + PREWRITE_SLACK:
+        if nxt is None or not self._room_for(self._ahead_cost):
             return
         started = self.clock.monotonic()
         for key in planner.keys_firing_at(plan.heap, nxt):
@@ -354,6 +354,12 @@ class Scheduler(Leadership):
                 ids = plan.groups[key].job_ids
                 self._ahead[key] = (nxt, [planner.decided_ahead(jobs[j], nxt) for j in ids])
         self._ahead_cost = self.clock.monotonic() - started
+
+    def _room_for(self, cost: float) -> bool:
+        """The next fire leaves room for work that last took ``cost`` seconds: twice that, plus
+        ``PREWRITE_SLACK``. With no fire ahead there is all the room there is."""
+        nxt = self._plan.next_fire() if self._plan is not None else None
+        return nxt is None or (nxt - self.now()).total_seconds() >= 2 * cost + PREWRITE_SLACK
 
     def _prewrite_versions(self) -> None:
         """Write job versions between fires, before the ticks that name them, batch by batch while the next
@@ -364,13 +370,7 @@ class Scheduler(Leadership):
         """
         plan, jobs = self._plan, self._jobs or {}
         while self._plan is plan and plan is not None and not self._stopping.is_set():
-            nxt = plan.next_fire()
-            if (
-                nxt is not None
-                and (nxt - self.now()).total_seconds() < 2 * self._prewrite_cost + PREWRITE_SLACK
-            ):
-                return
-            if not self._yield_to_renewal():
+            if not self._room_for(self._prewrite_cost) or not self._yield_to_renewal():
                 return
             ids = [j for j in self._row_values.to_prewrite(self.settings.batch_size) if j in jobs]
             if not ids:

@@ -1,4 +1,4 @@
-"""The worker's SQL: claim, heartbeat, finish, retry, hand back, prune.
+"""The worker's SQL: claim, heartbeat, finish, retry, hand back (pruning the history is ``pruning``'s).
 
 Every write after a claim is conditioned on the attempt the claim produced. A worker that was paused or
 partitioned while another took its run over finds that its write matched no row, and that is how it learns it
@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import datetime
+from enum import StrEnum, auto
 from itertools import combinations
 from typing import Any
 
@@ -20,11 +20,8 @@ from sqlalchemy import (
     Integer,
     and_,
     bindparam,
-    delete,
     exists,
     func,
-    insert,
-    literal,
     or_,
     select,
     tuple_,
@@ -33,14 +30,11 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from schedctl.jobs.job import Concurrency, EventKind, RunState, labels_key
-from schedctl.store import missedrecord
+from schedctl.jobs.job import Concurrency, RunState, labels_key
 from schedctl.store.dialect import db_now, db_now_plus, lock_for_claim
-from schedctl.store.missedrecord import DEFAULT_KEEP_MISSED
 from schedctl.store.rows import Outcome
-from schedctl.store.runrows import VERSION_HOLD
 from schedctl.store.runrows import queue_runs as queue_runs  # re-exported: tests, benchmarks queue runs here
-from schedctl.store.schema import QUEUED, RUNNING, job_events, job_runs, job_state, job_versions
+from schedctl.store.schema import QUEUED, RUNNING, job_runs, job_versions
 
 MAX_WORKER_LABELS = 10  # 2**10 label subsets in a claim's IN list is already plenty
 FAILED_STATES = (
@@ -359,12 +353,13 @@ def record_many(conn: Connection, outcomes: Sequence[Outcome]) -> list[bool]:
 
 
 class _Write(StrEnum):
-    """The shapes of an outcome's UPDATE: ``record_many`` runs one cached statement per shape."""
+    """The shapes of an outcome's UPDATE: ``record_many`` runs one cached statement per shape (the values
+    are only cache keys, never stored)."""
 
-    RETRY = "retry"  # back to queued behind its backoff, one more failure counted
-    HAND_BACK = "hand_back"  # back to queued as it stands, for another worker to resume (a worker's SIGTERM)
-    FAILED = "failed"  # finished as failed: one more failure counted
-    FINISHED = "finished"  # finished in any other final state
+    RETRY = auto()  # back to queued behind its backoff, one more failure counted
+    HAND_BACK = auto()  # back to queued as it stands, for another worker to resume (a worker's SIGTERM)
+    FAILED = auto()  # finished as failed: one more failure counted
+    FINISHED = auto()  # finished in any other final state
 
 
 def _shape(outcome: Outcome) -> tuple[_Write, bool]:
@@ -375,19 +370,17 @@ def _shape(outcome: Outcome) -> tuple[_Write, bool]:
     return kind, outcome.save_checkpoint
 
 
+# Outcome fields bound as they are; ``_params`` adds the ones that need a conversion first.
+_BOUND_AS_IS = ("job_id", "scheduled_for", "attempt", "state", "exit_status", "reason", "checkpoint")
+
+
 def _params(o: Outcome) -> dict[str, Any]:
-    return {
-        "b_job_id": o.job_id,
-        "b_scheduled_for": o.scheduled_for,
-        "b_attempt": o.attempt,
-        "b_state": o.state,
-        "b_exit_status": o.exit_status,
-        "b_output_tail": _storable(o.output_tail),
-        "b_error": _storable(o.error),
-        "b_reason": o.reason,
-        "b_checkpoint": o.checkpoint,
-        "b_retry_after": float(o.retry_after or 0.0),
-    }
+    """The bind parameters of ``_record_statement``: each field as ``b_<field>``."""
+    params = {f"b_{name}": getattr(o, name) for name in _BOUND_AS_IS}
+    params["b_output_tail"] = _storable(o.output_tail)
+    params["b_error"] = _storable(o.error)
+    params["b_retry_after"] = float(o.retry_after or 0.0)
+    return params
 
 
 def _storable(text: str | None) -> str | None:
@@ -433,93 +426,3 @@ def _record_statement(kind: _Write, with_checkpoint: bool) -> Any:
         )
         .values(**values)
     )
-
-
-def prune(
-    conn: Connection,
-    job_ids: Iterable[str],
-    keep_succeeded: int,
-    keep_failed: int,
-    keep_missed: float = DEFAULT_KEEP_MISSED,
-    version_hold: float = VERSION_HOLD,
-) -> dict[str, int]:
-    """Delete finished runs beyond the history limits; returns how many rows went, per job. A job's versions
-    that no remaining run names go with them once last written ``version_hold`` seconds ago (see
-    ``runrows.VERSION_HOLD``; tests shorten it).
-
-    ``history_start`` moves to just after the newest pruned tick, never to the oldest kept one: the limits
-    are kept independently, so a kept old failure can sit before a pruned success, and `missed`/`replay`
-    must never see a pruned tick as a hole. Skipped rows and unrecorded ticks before the mark are folded into
-    ``missed_ranges`` first (see ``missedrecord``), kept ``keep_missed`` seconds whatever the limits say.
-    """
-    pruned: dict[str, int] = {}
-    ids = sorted(set(job_ids))
-    for job_id in ids:
-        count = _prune_job(conn, job_id, keep_succeeded, keep_failed, keep_missed, version_hold)
-        if count:
-            pruned[job_id] = count
-    missedrecord.expire(conn, ids, keep_missed)
-    return pruned
-
-
-def _prune_job(
-    conn: Connection, job_id: str, keep_succeeded: int, keep_failed: int, keep_missed: float, hold: float
-) -> int:
-    r = job_runs.c
-    doomed: list[datetime] = []
-    for states, keep in (((RunState.SUCCEEDED,), keep_succeeded), (FAILED_STATES, keep_failed)):
-        rows = conn.execute(
-            select(r.scheduled_for)
-            .where(r.job_id == job_id, r.state.in_(states))
-            .order_by(r.scheduled_for.desc())
-            .offset(max(0, keep))
-        ).scalars()
-        doomed.extend(rows)
-    if not doomed:
-        return 0
-    mark = max(doomed) + timedelta(microseconds=1)
-    skipped = conn.execute(
-        select(func.count()).where(r.job_id == job_id, r.state == RunState.SKIPPED, r.scheduled_for < mark)
-    ).scalar_one()
-    missedrecord.fold_before(conn, job_id, mark, doomed, keep_missed)
-    deleted = int(skipped)
-    for start in range(0, len(doomed), 500):
-        chunk = doomed[start : start + 500]
-        result = conn.execute(
-            delete(job_runs).where(
-                r.job_id == job_id, r.scheduled_for.in_(chunk), r.state.in_(FINISHED_STATES)
-            )
-        )
-        deleted += result.rowcount or 0
-    _drop_unnamed_versions(conn, job_id, hold)
-    _move_history_start(conn, job_id, mark, deleted)
-    return deleted
-
-
-def _drop_unnamed_versions(conn: Connection, job_id: str, hold: float) -> None:
-    """Delete the job's versions no committed run row names and nobody wrote for ``hold`` seconds. The
-    hold, not the runs, protects the version a leader is dispatching: it writes a version only every half
-    hold (dispatch.RowValues), and its newest rows may not be committed yet (runrows.VERSION_HOLD)."""
-    v = job_versions.c
-    named = exists().where(job_runs.c.job_id == v.job_id, job_runs.c.version == v.version)
-    conn.execute(
-        delete(job_versions).where(v.job_id == job_id, ~named, v.written_at <= db_now_plus(literal(-hold)))
-    )
-
-
-def _move_history_start(conn: Connection, job_id: str, mark: datetime, deleted: int) -> None:
-    s = job_state.c
-    moved = conn.execute(
-        update(job_state)
-        .where(s.job_id == job_id, or_(s.history_start.is_(None), s.history_start < mark))
-        .values(history_start=mark, updated_at=db_now())
-    )
-    if moved.rowcount:
-        conn.execute(
-            insert(job_events).values(
-                job_id=job_id,
-                at=db_now(),
-                kind=EventKind.PRUNED,
-                detail=f"{deleted} old runs pruned; history starts {mark.isoformat()}",
-            )
-        )

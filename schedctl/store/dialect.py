@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Table, literal, select
 from sqlalchemy.dialects.mysql import insert as mysql_insert
@@ -259,12 +259,22 @@ def insert_ignore_columns(
     count = len(next(iter(columns.values()), []))
     if not count:
         return 0
+    batch = _ColumnRows(table, columns, json_text, refresh)
     name = conn.dialect.name
     if name == "postgresql":
-        return _pg_insert_columns(conn, table, columns, json_text, refresh)
+        return _pg_insert_columns(conn, batch)
     if name == "sqlite":
-        return _sqlite_insert_columns(conn, table, columns, json_text, refresh)
-    return _mysql_insert_columns(conn, table, columns, json_text, refresh)
+        return _sqlite_insert_columns(conn, batch)
+    return _mysql_insert_columns(conn, batch)
+
+
+class _ColumnRows(NamedTuple):
+    """One ``insert_ignore_columns`` call, as each database's writer takes it."""
+
+    table: Table
+    columns: dict[str, list[Any]]
+    json_text: frozenset[str]
+    refresh: tuple[str, ...]
 
 
 def _on_conflict(table: Table, refresh: tuple[str, ...], excluded: str) -> str:
@@ -286,13 +296,8 @@ def _as_json(values: list[Any]) -> list[Any]:
     return [None if v is None else json.dumps(v) for v in values]
 
 
-def _pg_insert_columns(
-    conn: Connection,
-    table: Table,
-    columns: dict[str, list[Any]],
-    json_text: frozenset[str],
-    refresh: tuple[str, ...],
-) -> int:
+def _pg_insert_columns(conn: Connection, batch: _ColumnRows) -> int:
+    table, columns, json_text, refresh = batch
     from sqlalchemy import JSON
 
     arrays, selected, aliases, params = [], [], [], {}
@@ -343,13 +348,8 @@ def _storage_column(
     return values
 
 
-def _sqlite_insert_columns(
-    conn: Connection,
-    table: Table,
-    columns: dict[str, list[Any]],
-    json_text: frozenset[str],
-    refresh: tuple[str, ...],
-) -> int:
+def _sqlite_insert_columns(conn: Connection, batch: _ColumnRows) -> int:
+    table, columns, json_text, refresh = batch
     marks, varying = [], []
     for name, values in columns.items():
         stored = _storage_column(table, name, values, json_text, sqlite=True)
@@ -367,13 +367,8 @@ def _sqlite_insert_columns(
     return _executemany(conn, sql, rows)
 
 
-def _mysql_insert_columns(
-    conn: Connection,
-    table: Table,
-    columns: dict[str, list[Any]],
-    json_text: frozenset[str],
-    refresh: tuple[str, ...],
-) -> int:
+def _mysql_insert_columns(conn: Connection, batch: _ColumnRows) -> int:
+    table, columns, json_text, refresh = batch
     stored = [_storage_column(table, n, v, json_text, sqlite=False) for n, v in columns.items()]
     names = ", ".join(f"`{n}`" for n in columns)
     marks = ", ".join(["%s"] * len(columns))

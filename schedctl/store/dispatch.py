@@ -178,8 +178,9 @@ def _fenced(store: Store, fence: Fence) -> Iterator[_Fenced]:
         leases.fence(conn, fence.name, fence.identity, fence.term)
         tx = _Fenced(conn)
         yield tx
-        also = wake.notify_columns(conn) if tx.wake else ()
-        leases.fence_commit(conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin, also)
+        leases.fence_commit(
+            conn, fence.name, fence.identity, fence.term, store.bounds.commit_margin, wake_workers=tx.wake
+        )
 
 
 def _apply_concurrency(
@@ -349,7 +350,7 @@ class RowValues:
         # Job id -> monotonic instant, from before the transaction that committed its current definition's
         # version to job_versions: its rows skip the version write for half the hold after it. Forgotten
         # then, when the definition changes and at every take-over or reload, so a version another
-        # process pruned (claims.prune) is written again before a row names it.
+        # process pruned (pruning.prune) is written again before a row names it.
         self.written: dict[str, float] = {}
         # (instant, job ids) per committing batch, oldest first: what ``expire`` forgets, without a scan.
         self._batches: deque[tuple[float, list[str]]] = deque()

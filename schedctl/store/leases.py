@@ -9,7 +9,6 @@ the whole argument.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -18,6 +17,7 @@ from sqlalchemy.engine import Connection
 
 from schedctl.errors import LeaseTooShort, NotLeader
 from schedctl.jobs.job import LeaseEndReason
+from schedctl.store import wake
 from schedctl.store.dialect import db_now, db_now_plus, insert_ignore, now_plus
 from schedctl.store.rows import LeaseRecord, TermRecord
 from schedctl.store.schema import lease_terms, scheduler_lease
@@ -189,20 +189,18 @@ def fence(conn: Connection, name: str, identity: str, term: int) -> None:
 
 
 def fence_commit(
-    conn: Connection, name: str, identity: str, term: int, margin: float, also: Sequence[Any] = ()
+    conn: Connection, name: str, identity: str, term: int, margin: float, wake_workers: bool = False
 ) -> None:
     """The last statement of a fenced transaction: the lease must outlive this instant by ``margin``.
 
     ``margin`` is the store's commit bound: the server aborts this transaction if its COMMIT arrives
     later than that after this statement, so a commit can only happen while the term is still live.
-    The row lock taken by ``fence()`` is already ours, so this statement waits for nothing. ``also``:
-    columns evaluated in the same statement, only when the lease row matches (``wake.notify_columns``).
+    The row lock taken by ``fence()`` is already ours, so this statement waits for nothing.
+    ``wake_workers``: the transaction queued runs, so this statement also carries the workers' wake-up
+    (``wake.notify_columns``), evaluated only when the lease row matches.
     """
-    if also:
-        query = _commit_query(name, identity, term, margin).add_columns(*also)
-    else:
-        query = _commit_query(name, identity, term, margin)
-    row = conn.execute(query).first()
+    notify = conn.dialect.name if wake_workers else None
+    row = conn.execute(_commit_query(name, identity, term, margin, notify)).first()
     if row is None:
         raise NotLeader(f"lease {name!r} term {term} is no longer held by {identity}")
     if not row.long_enough:
@@ -217,12 +215,14 @@ def _fence_query(name: str) -> Any:
 
 
 @functools.lru_cache(maxsize=16)
-def _commit_query(name: str, identity: str, term: int, margin: float) -> Any:
+def _commit_query(name: str, identity: str, term: int, margin: float, notify: str | None) -> Any:
+    """``notify``: the dialect whose wake-up columns ride along (None: none), so that variant is cached too."""
     lease = scheduler_lease.c
     long_enough = (lease.expires_at > db_now_plus(literal(float(margin)))).label("long_enough")
-    return select(lease.term, long_enough).where(
+    query = select(lease.term, long_enough).where(
         lease.name == name, lease.holder == identity, lease.term == term
     )
+    return query.add_columns(*wake.notify_columns(notify)) if notify else query
 
 
 def terms(conn: Connection, name: str, limit: int) -> list[TermRecord]:

@@ -25,7 +25,7 @@ from schedctl.store.dialect import insert_ignore_columns, select_db_now
 from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
 
 # Seconds a version outlives its last write before pruning may delete it, judged by the database's clock
-# (claims.prune). Prune runs in workers: its NOT EXISTS cannot see a leader's uncommitted rows, and nothing
+# (pruning.prune). Prune runs in workers: its NOT EXISTS cannot see a leader's uncommitted rows, and nothing
 # tells it which versions a leader has cached and will name without writing them again. So a leader trusts
 # its record of a committed version (dispatch.RowValues) only for half the hold, by its own monotonic clock
 # from before the transaction that wrote it, then writes it again; every other writer (replay, `schedctl

@@ -126,7 +126,7 @@ job_runs = Table(
 
 # Each job definition a run was queued with, stored once however many runs name it (content-addressed: see
 # store/runrows.py). Pruning deletes a version once no run row names it and it was last written a hold ago
-# (claims.prune, runrows.VERSION_HOLD).
+# (pruning.prune, runrows.VERSION_HOLD).
 job_versions = Table(
     "job_versions",
     metadata,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import URL, Connection
+    from sqlalchemy.engine import URL
     from sqlalchemy.sql.elements import ColumnElement
 
     from schedctl.store import Store
@@ -41,11 +41,11 @@ Watch = Callable[[int, Any], None]  # the worker's selector: register a descript
 Unwatch = Callable[[int], None]
 
 
-def notify_columns(conn: Connection) -> list[ColumnElement[Any]]:
+def notify_columns(dialect: str) -> list[ColumnElement[Any]]:
     """For the last SELECT of the transaction that queued runs (``leases.fence_commit``), so the wake-up
     costs no round trip of its own. PostgreSQL delivers a notification at commit, and never for a
     rolled-back transaction, so a worker woken by it sees the rows. Other databases: none."""
-    if conn.dialect.name == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy import func, literal
 
         return [func.pg_notify(literal(CHANNEL), literal(""))]

@@ -1,8 +1,10 @@
 """The worker loop: claim queued runs, execute them, heartbeat, record outcomes, hand back on SIGTERM.
 
-One thread does all of it, turn by turn, and never waits on a child: each execution's output is drained by
-its own small thread, which wakes the loop when the child exits. Database writes are batched per turn (one
-claim, one heartbeat, one transaction of outcomes), so the database is never what limits throughput.
+One thread does all of it, turn by turn, and never waits on a child: every child's output and exit
+descriptors, the scheduler's wake-ups and the loop's own self-pipe are registered in one selector, so a turn
+sleeps until the earliest of output, an exit, a wake-up or a deadline (heartbeat, timeout, next claim). The
+only other thread waits for the stop and kill requests of ``run`` and wakes the loop. Database writes are batched per turn (one claim, one
+heartbeat, one transaction of outcomes), so the database is never what limits throughput.
 
 A database outage leaves the children running: outcomes wait in memory and are retried with backoff; when a
 write finally matches no row (another worker took the run over meanwhile) the result is dropped, because
@@ -28,7 +30,7 @@ from typing import Any
 from schedctl.errors import StoreConflict, StoreError, StoreUnavailable
 from schedctl.jobs.job import ServeStopReason
 from schedctl.observability import health, metrics
-from schedctl.store import Store, claims, wake
+from schedctl.store import Store, claims, pruning, wake
 from schedctl.timing.backoff import Backoff
 from schedctl.timing.clock import Clock
 from schedctl.worker.checkpoint import NO_CHECKPOINT
@@ -411,7 +413,7 @@ class Worker:
         jobs = sorted(self._touched)
         try:
             with self.store.begin() as conn:
-                pruned = claims.prune(
+                pruned = pruning.prune(
                     conn,
                     jobs,
                     self.settings.successful_history,

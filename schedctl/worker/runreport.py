@@ -67,15 +67,17 @@ class RunReporter:
         self, o: claims.Outcome, duration: float, snapshot: Mapping[str, Any] | None, ok: bool
     ) -> None:
         """``o`` was written (``ok``), or matched no row because another worker took the run over."""
+        identity = RunIdentity(o.job_id, o.scheduled_for, o.attempt)
         level = logging.INFO if o.state == RunState.SUCCEEDED else logging.WARNING
-        # The fields cost more than a short run's bookkeeping: built only when something is logged.
-        extra = (
-            {**RunIdentity(o.job_id, o.scheduled_for, o.attempt).log_extra, "exit_status": o.exit_status}
-            if log.isEnabledFor(min(level, logging.INFO if self.settings.log_output else level))
-            or not ok
-            or o.state == RunState.QUEUED
-            else {}
-        )
+        # The fields cost more than a short run's bookkeeping: built only when the least severe line this
+        # outcome can log would be logged (a lost run warns; a hand back and --log-output speak at INFO).
+        if not ok:
+            least = logging.WARNING
+        elif self.settings.log_output or o.state == RunState.QUEUED:
+            least = logging.INFO
+        else:
+            least = level
+        extra = {**identity.log_extra, "exit_status": o.exit_status} if log.isEnabledFor(least) else {}
         if not ok:
             log.warning(
                 "run was taken over by another worker: its result here is discarded",
@@ -111,20 +113,8 @@ class RunReporter:
             last_success.set(time.time())
         if snapshot is not None:
             # Only after the outcome is recorded: a run taken over by another worker notifies nobody from here.
-            self._hooks.fire(
-                snapshot,
-                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
-                o.state,
-                o.exit_status,
-                o.output_tail,
-            )
-            self._mail.after_run(
-                snapshot,
-                RunIdentity(o.job_id, o.scheduled_for, o.attempt),
-                o.state,
-                o.exit_status,
-                o.output_tail,
-            )
+            self._hooks.fire(snapshot, identity, o.state, o.exit_status, o.output_tail)
+            self._mail.after_run(snapshot, identity, o.state, o.exit_status, o.output_tail)
 
 
 def _log_output(o: claims.Outcome, extra: dict[str, Any]) -> None:

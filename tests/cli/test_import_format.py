@@ -7,17 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from crontab_corpus import COMMENTED_OUT, DEBIAN_FILES, EXAMPLE_FILES, EXAMPLES, PACKAGES, USER_CRONTABS
 
 from schedctl.cli import main
 from schedctl.jobs.config import loads_jobs
-from tests.unit.test_crontab_format import (
-    COMMENTED_OUT,
-    DEBIAN_FILES,
-    EXAMPLE_FILES,
-    EXAMPLES,
-    PACKAGES,
-    USER_CRONTABS,
-)
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

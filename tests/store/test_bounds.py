@@ -147,6 +147,21 @@ def test_a_fenced_write_is_refused_when_its_lease_ends_within_the_commit_bound(
         leases.fence_commit(conn, NAME, "a", held.term, SHORT.commit_margin)
 
 
+def test_the_commit_check_is_built_once_per_term_with_or_without_the_wake_up(store: Any) -> None:
+    """Every fenced transaction ends with this check, and the ones that queued runs carry the workers' wake-up
+    in it: both variants come from the cache, so no statement is built per dispatch."""
+    held = lease.acquire_or_renew(store, NAME, "a", 30)
+    assert held.term is not None
+    leases._commit_query.cache_clear()
+    for _ in range(3):
+        for wake_workers in (False, True):
+            with store.begin() as conn:
+                leases.fence(conn, NAME, "a", held.term)
+                leases.fence_commit(conn, NAME, "a", held.term, 1.0, wake_workers=wake_workers)
+    info = leases._commit_query.cache_info()
+    assert (info.misses, info.hits) == (2, 4)
+
+
 def test_a_new_term_starts_when_its_holder_held_the_row(store: Any) -> None:
     """The take-over waits behind a transaction holding the lease row; the history dates the new term from
     the moment it got the row, not from when its UPDATE began waiting."""

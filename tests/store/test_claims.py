@@ -9,7 +9,7 @@ import factories
 from sqlalchemy import select, update
 
 from schedctl.jobs.job import CatchUp, Concurrency, Job
-from schedctl.store import claims
+from schedctl.store import claims, pruning
 from schedctl.store.dialect import now_plus
 from schedctl.store.schema import job_events, job_runs, job_state
 
@@ -244,7 +244,7 @@ def test_prune_keeps_the_limits_and_moves_history_start_past_every_pruned_tick(s
             ],
         )
         conn.execute(job_state.insert().values(job_id="p", schedule_key="k", defined_at=T0, updated_at=T0))
-        pruned = claims.prune(conn, ["p", "absent"], keep_succeeded=3, keep_failed=2)
+        pruned = pruning.prune(conn, ["p", "absent"], keep_succeeded=3, keep_failed=2)
         history_start = conn.execute(select(job_state.c.history_start)).scalar_one()
         events = conn.execute(select(job_events.c.kind)).scalars().all()
     left = [(r["scheduled_for"], r["state"]) for r in rows(store, "p")]
@@ -255,7 +255,7 @@ def test_prune_keeps_the_limits_and_moves_history_start_past_every_pruned_tick(s
     assert history_start == instants[15] + timedelta(microseconds=1)
     assert events == ["pruned"]
     with store.begin() as conn:
-        assert claims.prune(conn, ["p"], keep_succeeded=3, keep_failed=2) == {}
+        assert pruning.prune(conn, ["p"], keep_succeeded=3, keep_failed=2) == {}
 
 
 def test_a_batch_of_outcomes_writes_only_the_runs_still_held(store):

@@ -9,7 +9,7 @@ from typing import Any
 
 import factories
 import pytest
-from conftest import ENV_FOR
+from databases import ENV_FOR
 from sqlalchemy import select
 
 from schedctl.errors import LeaseTooShort, NotLeader

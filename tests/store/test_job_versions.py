@@ -13,7 +13,7 @@ from schedctl.inspect.replay import ReplayPlan, ReplayTick, replay
 from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
 from schedctl.leader import lease
 from schedctl.leader.planner import Tick
-from schedctl.store import claims
+from schedctl.store import claims, pruning
 from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes
 from schedctl.store.schema import job_runs, job_versions
 
@@ -134,13 +134,13 @@ def test_pruning_keeps_versions_named_by_kept_runs_and_deletes_the_others(store:
     version = {j.command: values.of(j)[0] for j in (v1, v2, v3)}
     with store.begin() as conn:
         # Keeps the failure at 2 (v1) and the successes at 5, 6 (v3): v2's runs all go, and v2 with them.
-        assert claims.prune(conn, ["j"], keep_succeeded=2, keep_failed=1, version_hold=0) == {"j": 3}
+        assert pruning.prune(conn, ["j"], keep_succeeded=2, keep_failed=1, version_hold=0) == {"j": 3}
     assert sorted(v for j, v in _versions(store) if j == "j") == sorted(
         [version["echo old"], version["echo three"]]
     )
     assert [j for j, _ in _versions(store)].count("other") == 1  # another job's versions are not touched
     with store.begin() as conn:  # the failure goes too: v1 is named by nothing any more
-        assert claims.prune(conn, ["j"], keep_succeeded=2, keep_failed=0, version_hold=0) == {"j": 1}
+        assert pruning.prune(conn, ["j"], keep_succeeded=2, keep_failed=0, version_hold=0) == {"j": 1}
     assert [v for j, v in _versions(store) if j == "j"] == [version["echo three"]]
 
 
@@ -155,7 +155,7 @@ def test_pruning_every_run_keeps_the_versions_written_within_the_hold(store: Any
     _dispatch(store, fence, [new], 2, values)
     _finish(store, {1: "succeeded", 2: "succeeded"})
     with store.begin() as conn:
-        assert claims.prune(conn, ["j"], keep_succeeded=0, keep_failed=0) == {"j": 2}
+        assert pruning.prune(conn, ["j"], keep_succeeded=0, keep_failed=0) == {"j": 2}
     assert sorted(_versions(store)) == sorted([("j", values.of(old)[0]), ("j", values.of(new)[0])])
 
 

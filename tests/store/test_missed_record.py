@@ -24,7 +24,7 @@ from schedctl.inspect.replay import plan_replay, replay
 from schedctl.inspect.status import all_status, job_status
 from schedctl.jobs.job import CatchUp, Job
 from schedctl.leader import planner
-from schedctl.store import claims
+from schedctl.store import pruning
 from schedctl.store.dialect import insert_ignore, select_db_now
 from schedctl.store.schema import job_runs, job_state, missed_ranges
 from schedctl.timing.cron import schedule_for
@@ -43,7 +43,7 @@ def _ran(store, ticks: list[datetime], prune_every: int = 10, keep_missed: float
             conn.execute(
                 update(job_state).where(job_state.c.job_id == PULSE.id).values(last_dispatched=max(chunk))
             )
-            claims.prune(conn, [PULSE.id], keep_succeeded=3, keep_failed=5, keep_missed=keep_missed)
+            pruning.prune(conn, [PULSE.id], keep_succeeded=3, keep_failed=5, keep_missed=keep_missed)
 
 
 def day_old_outage(store, keep_missed: float = 7 * DAY) -> tuple[datetime, list[datetime], list[datetime]]:
@@ -135,7 +135,7 @@ def test_replay_names_every_tick_and_a_replayed_tick_that_ran_is_not_missed_agai
 def test_keep_missed_bounds_how_long_the_record_lasts(store, keep):
     now, outage, _ = day_old_outage(store)
     with store.begin() as conn:
-        claims.prune(conn, [PULSE.id], keep_succeeded=3, keep_failed=5, keep_missed=keep)
+        pruning.prune(conn, [PULSE.id], keep_succeeded=3, keep_failed=5, keep_missed=keep)
     found = [t.scheduled_for for t in missed(store, PULSE, None, None, now)]
     # keep_missed counts from a range's last tick: the skipped stretch ended ~261 s before now (kept for
     # 600 s), the unrecorded one ~1261 s before (gone). The margin is minutes, not clock resolution.

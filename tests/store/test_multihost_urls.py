@@ -17,13 +17,13 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from databases import private_url
 from launch import child_env
 from sqlalchemy import make_url, text
 
 from schedctl.errors import StoreError
 from schedctl.store import describe_target, open_store, parse_url, safe_url, wake
 from schedctl.store.migrate import upgrade
-from tests.conftest import _private_url
 
 LIBPQ = "postgresql://u:secret@db1.example:5432,db2.example:5433/app?target_session_attrs=read-write"
 REPEATED = (
@@ -107,7 +107,7 @@ def test_urls_of_one_host_are_left_as_they_were() -> None:
 def multihost(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """libpq's form naming 127.0.0.1:1 (nothing listens) first, then the test server, in a private schema;
     and the test server's port."""
-    for private in _private_url("postgresql", tmp_path):
+    for private in private_url("postgresql", tmp_path):
         url = make_url(private)
         options = quote(str(url.query["options"]), safe="")
         port = url.port or 5432

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from databases import ENV_FOR
 from launch import child_env
 from sqlalchemy import create_engine, make_url, text
 
@@ -18,7 +19,6 @@ from schedctl.observability.http import ReadinessCheck
 from schedctl.observability.logging import mask_secrets
 from schedctl.store import open_store, parse_url, safe_url
 from schedctl.store.migrate import upgrade
-from tests.conftest import ENV_FOR
 
 JOBS = '[jobs.a]\nschedule = "0 1 * * *"\ntimezone = "UTC"\ncatch_up = "skip"\ncommand = "true"\n'
 

@@ -17,7 +17,7 @@ from sqlalchemy import literal, select, update
 from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
 from schedctl.leader import lease
 from schedctl.leader.planner import Tick
-from schedctl.store import claims, runrows
+from schedctl.store import claims, pruning, runrows
 from schedctl.store.dialect import db_now_plus, select_db_now
 from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes
 from schedctl.store.schema import job_runs, job_versions
@@ -75,7 +75,7 @@ def _claimed_commands(store: Any) -> dict[datetime, str | None]:
 
 def _prune_everything(store: Any, hold: float) -> None:
     with store.begin() as conn:
-        claims.prune(conn, ["j"], keep_succeeded=0, keep_failed=0, version_hold=hold)
+        pruning.prune(conn, ["j"], keep_succeeded=0, keep_failed=0, version_hold=hold)
 
 
 def test_a_version_pruned_under_a_leaders_record_is_written_again_before_a_run_names_it(store: Any) -> None:
@@ -143,7 +143,7 @@ def test_pruning_deletes_an_unnamed_version_older_than_the_hold_and_keeps_a_youn
             .values(written_at=db_now_plus(literal(-(runrows.VERSION_HOLD + 60))))
         )
     with store.begin() as conn:  # the runs at 1 and 2 go; only the old version is past the hold
-        assert claims.prune(conn, ["j"], keep_succeeded=1, keep_failed=0) == {"j": 2}
+        assert pruning.prune(conn, ["j"], keep_succeeded=1, keep_failed=0) == {"j": 2}
     assert sorted(_versions(store)) == sorted([version["echo young"], version["echo kept"]])
 
 

@@ -6,32 +6,13 @@ import logging
 import os
 import re
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from factories import RUN, snapshot
 
 from schedctl.jobs.job import StopReason
-from schedctl.worker.executor import NO_CHECKPOINT, Execution, OutputTail, RunIdentity
-
-RUN = RunIdentity("nightly-export", datetime(2026, 3, 29, 1, 30, 0, 5000, tzinfo=UTC), 3)
-
-
-def snapshot(command, **kw):
-    base = {
-        "command": command,
-        "stdin": None,
-        "env": {},
-        "pass_env": [],
-        "workdir": None,
-        "user": None,
-        "timeout": None,
-        "grace_period": 1.0,
-        "retries": 0,
-        "retry_backoff": 1.0,
-    }
-    base.update(kw)
-    return base
+from schedctl.worker.executor import NO_CHECKPOINT, Execution, OutputTail
 
 
 def run(tmp_path: Path, command, checkpoint=None, tail_bytes=8192, **kw) -> Execution:

@@ -64,7 +64,9 @@ def test_every_module_outside_store_and_the_loops_is_forbidden_sqlalchemy() -> N
     for holder in HOLDERS:
         assert "import" not in (PACKAGE / holder.split(".")[1] / "__init__.py").read_text(encoding="utf-8")
     assert unchecked == [], f"name these in the SQL contract's source_modules: {unchecked}"
-    assert [m for m in LOOPS if _within(m, sources)] == [], "a loop may import SQLAlchemy: keep it out of sources"
+    assert [m for m in LOOPS if _within(m, sources)] == [], (
+        "a loop may import SQLAlchemy: keep it out of sources"
+    )
     assert LOOPS <= set(_modules()), "a loop named here no longer exists"
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from factories import RUN, snapshot
 from sqlalchemy import text
 
 from schedctl.store import open_store
@@ -19,7 +20,6 @@ from schedctl.timing.clock import SystemClock
 from schedctl.worker.executor import Execution
 from schedctl.worker.loop import Worker
 from schedctl.worker.settings import WorkerSettings
-from tests.unit.test_executor import RUN, snapshot
 
 
 def mode(path: Path | str) -> int:
