@@ -126,6 +126,30 @@ def account_for(user: str | None, switch: bool) -> pwd.struct_passwd:
     return _by_uid(os.getuid())
 
 
+def start_failure(exc: BaseException, folder: str | os.PathLike[str]) -> str:
+    """Why a run's command could not start, in one line. The worker's own limits (descriptors, processes,
+    space in its folder) are named with their value, since the fix is the worker's and not the job's; any
+    other error (no such program, a bad working folder) is said as the system said it."""
+    import errno
+    import resource
+
+    code = getattr(exc, "errno", None)
+    if code == errno.EMFILE:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return f"cannot start the command: the worker is out of file descriptors (EMFILE, ulimit -n {soft})"
+    if code == errno.ENFILE:
+        return "cannot start the command: the system's table of open files is full (ENFILE)"
+    if code == errno.EAGAIN:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+        limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
+        return f"cannot start the command: the process limit is reached (EAGAIN, ulimit -u {limit})"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"cannot start the command: no space left in the worker's folder {os.fspath(folder)} ({errno.errorcode[code]})"
+    if code == errno.ENOMEM:
+        return "cannot start the command: out of memory (ENOMEM)"
+    return f"cannot start the command: {exc}"
+
+
 def unknown_user_reason(user: str) -> str:
     """Why a run of a job naming a user this host does not have fails (also said at start and reload)."""
     return f"user {user!r} does not exist on this host (--run-as-job-user): not run"
@@ -238,7 +262,7 @@ class Execution:
                 **extra,
             )
         except (OSError, KeyError, ValueError, subprocess.SubprocessError) as exc:
-            self.start_error = f"cannot start the command: {exc}"
+            self.start_error = start_failure(exc, self._checkpoint_folder)
             self._done = True
             return
         assert self.proc.stdout is not None

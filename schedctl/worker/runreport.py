@@ -104,7 +104,14 @@ class RunReporter:
             "run %s in %.3fs",
             o.state,
             duration,
-            extra={"event": "run_finished", "state": o.state, "duration_seconds": duration, **extra},
+            extra={
+                "event": "run_finished",
+                "state": o.state,
+                "duration_seconds": duration,
+                # Why, on the same line: a run that could not start (the worker's ulimit) has no output to read.
+                **({"error": o.error} if o.error and extra else {}),
+                **extra,
+            },
         )
         finished, durations, last_success = self._series(o.job_id, o.state)
         finished.inc()

@@ -193,3 +193,24 @@ def test_run_as_job_user_switches_user_and_home(tmp_path):
     while not execution.done():
         time.sleep(0.01)
     assert execution.tail.text() == f"nobody\n{nobody.pw_dir} nobody\n"
+
+
+def test_a_start_failure_names_the_workers_limit_with_its_value(tmp_path: Path) -> None:
+    """What tests/processes/test_worker_resources.py meets for real, from the errors themselves: a worker's
+    limit is named with its value, anything else as the system said it."""
+    import errno
+    import resource
+
+    from schedctl.worker.executor import start_failure
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert start_failure(OSError(errno.EMFILE, "Too many open files"), tmp_path) == (
+        f"cannot start the command: the worker is out of file descriptors (EMFILE, ulimit -n {soft})"
+    )
+    assert start_failure(OSError(errno.ENOSPC, "No space left"), tmp_path) == (
+        f"cannot start the command: no space left in the worker's folder {tmp_path} (ENOSPC)"
+    )
+    missing = FileNotFoundError(errno.ENOENT, "No such file or directory", "no-such-program")
+    assert start_failure(missing, tmp_path) == (
+        "cannot start the command: [Errno 2] No such file or directory: 'no-such-program'"
+    )
