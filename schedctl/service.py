@@ -117,10 +117,16 @@ def serve(config: ServeConfig) -> int:
         extra={"event": "serve_starting"},
     )
     # Probes first: while the database is unreachable the process is live but not ready, and says so.
-    _start_metrics(config, store, signals.stopping)
+    _start_metrics(config, store)
     if not wait_for_schema(store, config.migrate, signals.stopping):
         store.dispose()
         return EXIT_OK
+    if config.metrics_port is not None:
+        from schedctl.observability.queue import start_sampler
+
+        # Queue depth and last success come from the database, so every replica reports them, leader or not;
+        # only once the schema is there, or the first samples fail for want of the tables.
+        start_sampler(store, signals.stopping)
 
     threads: list[threading.Thread] = []
     scheduler = None
@@ -396,15 +402,12 @@ def _current_user() -> str:
         return str(os.getuid())
 
 
-def _start_metrics(config: ServeConfig, store: Any, stopping: threading.Event) -> None:
+def _start_metrics(config: ServeConfig, store: Any) -> None:
     if config.metrics_port is None:
         return
     from schedctl.observability import http
-    from schedctl.observability.queue import start_sampler
 
     server = http.start(config.metrics_host, config.metrics_port, store)
-    # Queue depth and last success come from the database, so every replica reports them, leader or not.
-    start_sampler(store, stopping)
     log.info(
         "metrics on http://%s:%d/metrics",
         config.metrics_host,

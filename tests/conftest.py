@@ -17,6 +17,16 @@ from databases import BACKENDS, private_url
 
 
 @pytest.fixture(autouse=True)
+def _fresh_health() -> Iterator[None]:
+    """Loops run in-process by one test must not leave their liveness or failing writes to the next."""
+    from schedctl.observability import health
+
+    health.reset()
+    yield
+    health.reset()
+
+
+@pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """A developer's shell must not leak into tests: drop schedctl's own variables and the host's zone."""
     for name in list(os.environ):

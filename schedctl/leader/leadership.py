@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from schedctl.errors import StoreConflict, StoreError
 from schedctl.leader import lease
 from schedctl.leader.settings import SchedulerSettings
-from schedctl.observability import metrics
+from schedctl.observability import health, metrics
 from schedctl.store import Store
 from schedctl.store.dispatch import Fence
 from schedctl.timing.backoff import Backoff
@@ -102,6 +102,7 @@ class Leadership:
         if self._db_down:
             self._db_down = False
             self._backoff.reset()
+            health.store_working("scheduler")
             log.info("database reachable again", extra={"event": "db_available"})
         self._next_renew = started + s.renew_interval
         if not result.held:
@@ -161,6 +162,7 @@ class Leadership:
         metrics.LEADER.set(0)
 
     def _database_down(self, exc: StoreError) -> None:
+        health.store_failing("scheduler", str(exc))
         if not self._db_down:
             self._db_down = True
             log.warning(

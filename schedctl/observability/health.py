@@ -1,8 +1,12 @@
-"""Liveness: is every loop of this process still turning?
+"""Liveness: is every loop of this process still turning? And are its database writes failing?
 
 Each loop says how long it may stay silent (``register``) and calls ``mark_turn`` once per turn. ``/livez``
 fails when any registered loop has been silent longer than it promised. This never touches the database:
 a database outage must make the pod unready, not restart it (a restart storm helps nobody).
+
+A loop whose database calls fail says so (``store_failing``) until one succeeds again (``store_working``):
+``/readyz`` is not ready meanwhile, even when the database still answers its own probe, since a full disk
+refuses the loops' writes while it answers every read.
 
 Time is ``time.monotonic``: a wall-clock step (NTP, a VM resume) must not fail or pass liveness.
 """
@@ -19,6 +23,7 @@ DEFAULT_MAX_SILENCE = 60.0
 _lock = threading.Lock()
 _budget: dict[str, float] = {}
 _last_turn: dict[str, float] = {}
+_store_failing: dict[str, str] = {}  # loop -> why its last database call failed
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,24 @@ def unregister(loop: str) -> None:
     with _lock:
         _budget.pop(loop, None)
         _last_turn.pop(loop, None)
+        _store_failing.pop(loop, None)
+
+
+def store_failing(loop: str, reason: str) -> None:
+    """The loop's database calls fail (``reason``, one line): not ready until ``store_working``."""
+    with _lock:
+        _store_failing[loop] = reason
+
+
+def store_working(loop: str) -> None:
+    with _lock:
+        _store_failing.pop(loop, None)
+
+
+def store_failures() -> dict[str, str]:
+    """Loop -> why its database calls fail, for the loops whose last one failed."""
+    with _lock:
+        return dict(sorted(_store_failing.items()))
 
 
 def mark_turn(loop: str, now: float | None = None) -> None:
@@ -92,3 +115,4 @@ def reset() -> None:
     with _lock:
         _budget.clear()
         _last_turn.clear()
+        _store_failing.clear()

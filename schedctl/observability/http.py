@@ -3,7 +3,8 @@
 - ``/metrics``: Prometheus text from ``metrics.REGISTRY``.
 - ``/livez``: 200 while every registered loop turns (``health``); never asks the database, so a database
   outage cannot turn into a restart storm.
-- ``/readyz``: 200 when the database answers and its schema is the one this version understands; cached for
+- ``/readyz``: 200 when the database answers, its schema is the one this version understands, and no loop of
+  this process has its database calls failing (a full disk answers reads but refuses writes); cached for
   ``READY_CACHE_SECONDS`` so a probe storm costs one query a second. Never depends on leadership: standbys are
   ready, or a rolling update of three replicas would stall on the two that are not leading.
 
@@ -76,6 +77,10 @@ class ReadinessCheck:
     def _check(self) -> Readiness:
         if self.store is None:
             return Readiness(True, "ok (no database)")
+        failing = health.store_failures()
+        if failing:
+            said = "; ".join(f"{loop}: {_one_line(Exception(why))}" for loop, why in failing.items())
+            return Readiness(False, f"database writes failing: {said}")
         try:
             from schedctl.store import access, migrate
 

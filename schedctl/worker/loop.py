@@ -433,6 +433,7 @@ class Worker:
 
     # -- database health -----------------------------------------------------------------------------------
     def _store_failed(self, what: str, exc: StoreError) -> None:
+        health.store_failing("worker", f"{what}: {exc}")
         if not self._db_down:
             log.warning(
                 "database write failed (%s); children keep running, retrying with backoff: %s",
@@ -449,6 +450,7 @@ class Worker:
         self._backoff[what].reset()
         if self._db_down:
             self._db_down = False
+            health.store_working("worker")
             log.info("database reachable again", extra={"event": "store_available"})
 
     def _close(self) -> None:

@@ -43,13 +43,6 @@ def _families() -> dict[str, Any]:
     return {f.name: f for f in text_string_to_metric_families(generate_latest(metrics.REGISTRY).decode())}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_health() -> Iterator[None]:
-    health.reset()
-    yield
-    health.reset()
-
-
 # -- metrics -----------------------------------------------------------------------------------------------
 
 
@@ -220,6 +213,20 @@ def test_readyz_is_ready_on_a_current_schema_whether_or_not_leader(
     metrics.LEADER.set(0)
     status, _, body = _get(server.port, "/readyz")
     assert (status, body.strip()) == (200, "ok")
+
+
+def test_readyz_is_503_while_a_loop_s_database_writes_fail(store: Any) -> None:
+    """A full disk answers the probe's reads but refuses the loops' writes: the loops' word counts."""
+    check = obs_http.ReadinessCheck(store, cache_seconds=0)
+    assert check().ok
+    health.store_failing("worker", "write: database error on sqlite file /x.db: database or disk is full")
+    ready = check()
+    assert not ready.ok
+    assert ready.detail == (
+        "database writes failing: worker: write: database error on sqlite file /x.db: database or disk is full"
+    )
+    health.store_working("worker")
+    assert check().ok
 
 
 def test_readyz_is_503_when_the_database_is_unreachable() -> None:

@@ -1,0 +1,160 @@
+"""Issue 26, disk full: `serve --role all` on SQLite in a small tmpfs that fills up and empties again.
+
+While the space is gone: one log line per kind of failure, then backoff (no hot loop, no traceback), and
+``/readyz`` not ready. When it returns: recovery without a restart, and every tick of a ``catch_up = "all"``
+job run once, none skipped, none twice.
+
+The tmpfs is mounted in a private mount namespace (``unshare -m``) and filled from outside through
+``/proc/PID/root``, so the host's file systems are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from launch import SCHEDCTL, serve
+
+pytestmark = [
+    pytest.mark.processes,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("unshare") is None,
+        reason="mounting a tmpfs in a namespace needs root",
+    ),
+]
+
+FULL_FOR = 8.0  # seconds the disk stays full: several of the scheduler's and the worker's retries
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ready(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)
+
+
+def _until(check: Callable[[], bool], what: str, log: Path, timeout: float = 40) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-4000:]}"
+        time.sleep(0.2)
+
+
+def _ticks(ledger: Path) -> list[datetime]:
+    if not ledger.exists():
+        return []
+    return [datetime.fromisoformat(line.replace("Z", "+00:00")) for line in ledger.read_text().split()]
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_sqlite_on_a_full_disk_backs_off_is_unready_and_recovers_every_tick(tmp_path: Path) -> None:
+    disk, ledger, log = tmp_path / "disk", tmp_path / "ledger", tmp_path / "serve.log"
+    disk.mkdir()
+    (tmp_path / "jobs.toml").write_text(
+        f"""\
+[jobs.tick]
+schedule = "* * * * * *"
+timezone = "UTC"
+catch_up = "all"
+max_catch_up = 1000
+command = "echo $SCHEDCTL_SCHEDULED_FOR >> {ledger}"
+"""
+    )
+    port = _free_port()
+    # unshare execs sh, which execs schedctl: one pid, so the test's signals reach it.
+    script = 'mount -t tmpfs -o size=4m tmpfs "$0" && exec "$@"'
+    proc = serve(
+        "--migrate", "--db", f"sqlite:///{disk}/schedctl.db", "--jobs", "jobs.toml", "--log-format", "json",
+        "--metrics-port", str(port),
+        log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
+        program=("unshare", "-m", "sh", "-c", script, str(disk), *SCHEDCTL),
+    )  # fmt: skip
+    inside = Path(f"/proc/{proc.pid}/root") / str(disk).lstrip("/")
+    try:
+        _until(lambda: len(_ticks(ledger)) >= 3, "the first runs", log)
+        assert _ready(port)[0] == 200
+        cpu_before = _cpu_seconds(proc.pid)
+        subprocess.run(
+            ["dd", "if=/dev/zero", f"of={inside / 'fill'}", "bs=64k"],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        filled = time.monotonic()
+        assert os.statvfs(inside).f_bavail == 0
+        unready: list[str] = []
+
+        def not_ready() -> bool:
+            status, body = _ready(port)
+            if status == 503:
+                unready.append(body.strip())
+            return bool(unready)
+
+        _until(not_ready, "/readyz to say the writes fail", log, timeout=FULL_FOR + 10)
+        assert unready[0].startswith("database writes failing: "), unready
+        assert "database or disk is full" in unready[0], unready
+        time.sleep(max(0.0, FULL_FOR - (time.monotonic() - filled)))
+        spent = _cpu_seconds(proc.pid) - cpu_before
+        full_for = time.monotonic() - filled
+        (inside / "fill").unlink()
+        freed = datetime.now().astimezone()
+        # Backoff, not a hot loop: a process retrying flat out would burn the whole window.
+        assert spent < 0.3 * full_for, f"{spent:.2f} s of CPU in {full_for:.1f} s full"
+        _until(lambda: _ready(port)[0] == 200, "/readyz to recover", log)
+        recovered = freed + timedelta(seconds=4)
+        _until(
+            lambda: bool(_ticks(ledger)) and max(_ticks(ledger)) >= recovered,
+            "ticks after the disk came back",
+            log,
+        )
+        # The database is only in the worker's namespace: ask schedctl there (SQLite would resolve the
+        # /proc/PID/root link back to the host's folder).
+        skipped = subprocess.run(
+            ["nsenter", "-t", str(proc.pid), "-m", *SCHEDCTL, "runs", "--db", f"sqlite:///{disk}/schedctl.db",
+             "--state", "skipped", "--limit", "1000", "--json"],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        assert json.loads(skipped.stdout) == [], skipped.stdout
+        assert proc.poll() is None, "recovered without a restart"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    ticks = _ticks(ledger)
+    assert len(ticks) == len(set(ticks)), "a tick ran twice"
+    first, last = min(ticks), max(ticks)
+    expected = int((last - first).total_seconds()) + 1
+    missing = sorted({first + timedelta(seconds=i) for i in range(expected)} - set(ticks))
+    assert missing == [], f"ticks that never ran: {missing}"
+    events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    kinds = [e["event"] for e in events if e.get("level") in ("warning", "error")]
+    for kind in set(kinds):  # one line per kind of failure for the whole outage, not one per retry
+        assert kinds.count(kind) == 1, kinds
+    assert "Traceback" not in log.read_text()
