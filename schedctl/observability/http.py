@@ -87,6 +87,10 @@ class ReadinessCheck:
             access.ping(self.store)
             status = migrate.check(self.store)
             if not status.ok:
+                if status.newer:  # a deploy upgraded the schema under this (old) process: replace it
+                    return Readiness(
+                        False, f"schema at {status.current}, newer than this schedctl knows ({status.head})"
+                    )
                 return Readiness(
                     False,
                     f"schema at {status.current}, this schedctl needs {status.head}: run `schedctl db upgrade`",

@@ -229,6 +229,19 @@ def test_readyz_is_503_while_a_loop_s_database_writes_fail(store: Any) -> None:
     assert check().ok
 
 
+def test_readyz_says_a_newer_schema_is_newer_not_to_upgrade(store: Any) -> None:
+    """An old process whose schema a deploy upgraded under it: replace it, not `db upgrade` (which refuses)."""
+    from sqlalchemy import text
+
+    from schedctl.store.migrate import VERSION_TABLE, check
+
+    head = check(store).head
+    with store.begin() as conn:
+        conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
+    ready = obs_http.ReadinessCheck(store, cache_seconds=0)()
+    assert (ready.ok, ready.detail) == (False, f"schema at 9999, newer than this schedctl knows ({head})")
+
+
 def test_readyz_is_503_when_the_database_is_unreachable() -> None:
     from schedctl.store import open_store
 
