@@ -45,6 +45,9 @@ class Leadership:
         self._renewed_at = float("-inf")  # monotonic time at which the last successful renewal STARTED
         self._next_renew = 0.0
         self._anchor: tuple[datetime, float] | None = None  # (database now, monotonic) at the last renewal
+        # An outage lasts from the first failed call until a renewal and a leader's pass both succeed: a full
+        # disk lets the lease row's in-place UPDATE through while every insert fails, and each such renewal
+        # must not count as "reachable again" (it did: four log lines and a reset backoff every half second).
         self._db_down = False
         self._backoff = Backoff(BACKOFF_MIN, settings.renew_interval)
         self._standing_by: tuple[str | None, int | None] | None = None  # the holder we last said we wait for
@@ -99,11 +102,8 @@ class Leadership:
             self._database_down(exc)
             return False
         finished = self.clock.monotonic()
-        if self._db_down:
-            self._db_down = False
-            self._backoff.reset()
-            health.store_working("scheduler")
-            log.info("database reachable again", extra={"event": "db_available"})
+        if self._db_down and not result.held:
+            self._writes_succeeded()  # a standby writes nothing but its attempt: that is all it needs
         self._next_renew = started + s.renew_interval
         if not result.held:
             if self._term is not None:
@@ -154,8 +154,16 @@ class Leadership:
                 extra={"event": "tzdata_differs"},
             )
 
-    def _lost(self, why: str) -> None:
-        if self._term is not None:
+    def _writes_succeeded(self) -> None:
+        """A leader's pass (or a standby's renewal) went through: an outage, if any, is over."""
+        if self._db_down:
+            self._db_down = False
+            self._backoff.reset()
+            health.store_working("scheduler")
+            log.info("database reachable again", extra={"event": "db_available"})
+
+    def _lost(self, why: str, quiet: bool = False) -> None:
+        if self._term is not None and not quiet:
             log.warning("lost the lease (%s): stopped dispatching", why, extra={"event": "lost_lease"})
         self._term = None
         self._stop_leading()
@@ -163,7 +171,8 @@ class Leadership:
 
     def _database_down(self, exc: StoreError) -> None:
         health.store_failing("scheduler", str(exc))
-        if not self._db_down:
+        first = not self._db_down
+        if first:
             self._db_down = True
             log.warning(
                 "database unavailable, stopped dispatching and retrying: %s",
@@ -171,7 +180,7 @@ class Leadership:
                 extra={"event": "db_unavailable"},
             )
         if self._term is not None:
-            self._lost("database unavailable")
+            self._lost("database unavailable", quiet=not first)  # once per outage, not at every retry
         self._next_renew = self.clock.monotonic() + self._backoff.delay
         self._backoff.grow()
 

@@ -124,12 +124,13 @@ class Scheduler(Leadership):
                 self._take_over()
             elif renewed:
                 self._refresh_held()
+            # A step that lost the lease drops the plan: the rest wait for the next term.
             for step in (self._dispatch_due, self._decide_ahead, self._prewrite_versions):
-                if (
-                    self._plan is None
-                ):  # a step that lost the lease dropped the plan: the rest wait for a term
+                if self._plan is None:
                     break
                 step()
+            if self._plan is not None:
+                self._writes_succeeded()
         except LeaseTooShort:
             self._next_renew = self.clock.monotonic()  # rolled back, still ours: renew, then write again
         except NotLeader as exc:

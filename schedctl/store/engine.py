@@ -95,6 +95,10 @@ class Store:
         # The database file on SQLite; None in memory and on the other backends.
         self.sqlite_file = sqlite_file(engine.url)
         self.bounds = Bounds.for_lease()  # what the sessions were told; open_store sets the real ones
+        # The driver's own PEP 249 errors: the bulk inserts (``dialect.insert_ignore_columns``) run on its cursor,
+        # where SQLAlchemy wraps nothing, and a full disk raised psycopg's DiskFull through the scheduler.
+        dbapi = getattr(engine.dialect, "loaded_dbapi", None)
+        self._driver_errors: tuple[type[Exception], ...] = (dbapi.Error,) if dbapi is not None else ()
 
     @contextlib.contextmanager
     def begin(self) -> Iterator[Connection]:
@@ -125,6 +129,8 @@ class Store:
         try:
             yield
         except (OperationalError, DBAPIError) as exc:
+            raise translate_error(exc, self.url) from exc
+        except self._driver_errors as exc:
             raise translate_error(exc, self.url) from exc
 
     def dispose(self) -> None:

@@ -236,7 +236,7 @@ def faketime():
 
 ATTEMPT = """
 import datetime, sys
-from schedctl import lease
+from schedctl.leader import lease
 from schedctl.store import open_store
 st = open_store(sys.argv[1])
 r = lease.acquire_or_renew(st, "cron", sys.argv[2], float(sys.argv[3]))
