@@ -20,6 +20,7 @@ from schedctl.store import Store
 from schedctl.store.dispatch import Fence
 from schedctl.timing.backoff import Backoff
 from schedctl.timing.clock import Clock
+from schedctl.timing.zones import tzdata_version
 
 log = logging.getLogger("schedctl.scheduler")
 
@@ -144,7 +145,7 @@ class Leadership:
         log.info(
             "became leader in term %s", result.term, extra={"event": "became_leader", "term": result.term}
         )
-        mine = lease.tzdata_version()
+        mine = tzdata_version()
         if result.previous_tzdata and result.previous_tzdata != mine:
             log.warning(
                 "tzdata %s here differs from %s used by the previous leader: the same wall-clock tick may fall "
