@@ -3,15 +3,16 @@
 One thread does all of it, turn by turn, and never waits on a child: every child's output and exit
 descriptors, the scheduler's wake-ups and the loop's own self-pipe are registered in one selector, so a turn
 sleeps until the earliest of output, an exit, a wake-up or a deadline (heartbeat, timeout, next claim). The
-only other thread waits for the stop and kill requests of ``run`` and wakes the loop. Database writes are batched per turn (one claim, one
-heartbeat, one transaction of outcomes), so the database is never what limits throughput.
+only other thread waits for the stop and kill requests of ``run`` and wakes the loop. Database writes are
+batched per turn (one claim, one heartbeat, one transaction of outcomes), so the database is never what limits
+throughput.
 
 A database outage leaves the children running: outcomes wait in memory and are retried with backoff; when a
 write finally matches no row (another worker took the run over meanwhile) the result is dropped, because
 the row, not this process, says who owns a run.
 
-The children themselves are ``schedctl.worker.supervision``'s (start, follow, stop, collect); what is said once an
-outcome is recorded is ``schedctl.worker.runreport``'s; the scheduler's wake-ups are ``schedctl.store.wake``'s.
+The children themselves are ``worker.supervision``'s (start, follow, stop, collect); what is said once an
+outcome is recorded is ``worker.runreport``'s; the scheduler's wake-ups are ``store.wake``'s.
 """
 
 from __future__ import annotations
