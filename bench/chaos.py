@@ -124,13 +124,17 @@ class PrivatePostgres:
         if done.returncode != 0:
             raise RuntimeError(f"{Path(args[0]).name} failed: {done.stderr.decode(errors='replace').strip()}")
 
-    def start(self) -> None:
+    def _own_folders(self) -> None:
+        """The server's folder and socket folder, owned by `postgres` when root starts it."""
         self.sock.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")
             for path in (self.root, self.sock):
                 os.chown(path, user.pw_uid, user.pw_gid)
+
+    def start(self) -> None:
+        self._own_folders()
         self._run(
             str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"
         )

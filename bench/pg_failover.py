@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import statistics
@@ -54,14 +53,7 @@ class Standby(PrivatePostgres):
         self.primary = primary
 
     def start(self) -> None:
-        self.sock.mkdir(parents=True, exist_ok=True)
-        self.root.chmod(0o755)
-        if os.geteuid() == 0:
-            import pwd
-
-            user = pwd.getpwnam("postgres")
-            for path in (self.root, self.sock):
-                os.chown(path, user.pw_uid, user.pw_gid)
+        self._own_folders()
         self._run(
             str(self.bindir / "pg_basebackup"), "-D", str(self.data), "-R", "-X", "stream", "-c", "fast",
             "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
