@@ -55,18 +55,26 @@ def check_options(options: ImportOptions) -> None:
 
 def assign_ids(entries: Sequence[Entry], taken: Mapping[str, Job] | None = None) -> list[str]:
     """One id per entry. An entry equal to a job already in ``taken`` gets that job's id (so --merge sees it
-    is there); a ``# schedctl: id=`` hint is honoured; other ids derive from the command."""
+    is there, whatever name this version of the importer would give it); a ``# schedctl: id=`` hint is
+    honoured; other ids derive from the comment above the line or the command (schedctl.crontab.ids)."""
     taken = taken or {}
     wanted = []
     for entry in entries:
         hint = entry.id_hint if entry.id_hint and _VALID_ID.match(entry.id_hint) else None
-        wanted.append(hint or derive_id(entry.command))
+        wanted.append(hint or derive_id(entry.command, entry.description))
+    same: dict[tuple[object, ...], list[str]] = {}
+    for job_id, job in taken.items():
+        same.setdefault(_identity(job.schedule, job.command, job.user, job.stdin), []).append(job_id)
     ids: list[str | None] = [None] * len(entries)
+    used: set[str] = set()
     for index, (entry, base) in enumerate(zip(entries, wanted, strict=True)):
-        for candidate in _candidates(base, taken):
-            if _same_job(taken[candidate], entry) and candidate not in ids:
-                ids[index] = candidate
-                break
+        matches = same.get(_identity(entry.schedule, entry.command, entry.user, entry.stdin), [])
+        # The ids this name would get (``backup``, ``backup-2``...) first, then any other equal job's.
+        preferred = [i for i in _candidates(base, taken) if i in matches] + matches
+        found = next((i for i in preferred if i not in used), None)
+        if found is not None:
+            ids[index] = found
+            used.add(found)
     free = dedupe(
         [b for b, i in zip(wanted, ids, strict=True) if i is None], taken=[*taken, *filter(None, ids)]
     )
@@ -83,13 +91,9 @@ def _candidates(base: str, taken: Mapping[str, Job]) -> list[str]:
     return out
 
 
-def _same_job(job: Job, entry: Entry) -> bool:
-    return (job.schedule, job.command, job.user, job.stdin) == (
-        entry.schedule,
-        entry.command,
-        entry.user,
-        entry.stdin,
-    )
+def _identity(schedule: str, command: object, user: str | None, stdin: str | None) -> tuple[object, ...]:
+    """What makes an imported line the same job as one in the --merge file."""
+    return (schedule, command, user, stdin)
 
 
 def convert(

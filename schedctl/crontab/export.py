@@ -203,7 +203,7 @@ def _write(job: Job, writer: _Writer, result: ExportResult) -> None:
     if delay != writer.delay:
         block.append(f"RANDOM_DELAY={delay}")
         writer.delay = delay
-    if derive_id(_command_text(job) or "") != job.id:
+    if derive_id(_command_text(job) or "", (job.description or "").strip() or None) != job.id:
         block.append(f"# schedctl: id={job.id}")
     if job.description:
         block += [f"# {line}".rstrip() for line in job.description.splitlines()]

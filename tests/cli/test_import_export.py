@@ -70,9 +70,11 @@ def test_import_writes_toml_to_stdout_and_the_summary_to_stderr(capsys, crontab:
     )
     assert code == 0
     jobs = loads_jobs(out, "out")
-    assert sorted(jobs) == ["backup-db", "poll-queue"]
-    assert jobs["backup-db"].source == f"{crontab}:3" and jobs["backup-db"].description == "Nightly dump."
-    assert "backup-db" in err and "Europe/London" in err and "latest" in err
+    assert sorted(jobs) == ["nightly-dump", "poll-queue"]
+    assert (
+        jobs["nightly-dump"].source == f"{crontab}:3" and jobs["nightly-dump"].description == "Nightly dump."
+    )
+    assert "nightly-dump" in err and "Europe/London" in err and "latest" in err
     assert "mail their output as cron did only when the workers run with --smtp URL" in err
     assert "2027-03-28: moved to 02:00 (clocks go forward)" not in err  # 02:30 is not in London's gap (01:00)
     assert_only_diagnostics_are_located(out, err)
@@ -92,7 +94,7 @@ def test_import_refuses_without_a_catch_up_policy(capsys, crontab: Path, tmp_pat
     code, out, err = run(capsys, "import", str(crontab), "--timezone", "UTC", "-o", str(target))
     assert (code, out, target.exists()) == (2, "", False)
     assert "nothing imported" in err
-    assert "no catch-up policy for jobs backup-db" in err and "pass --catch-up skip|latest|all" in err
+    assert "no catch-up policy for jobs nightly-dump" in err and "pass --catch-up skip|latest|all" in err
     assert_only_diagnostics_are_located(out, err)
 
 
@@ -148,7 +150,7 @@ def test_import_refuses_to_overwrite_without_force(capsys, crontab: Path, tmp_pa
     assert code == 1 and "exists: nothing written; pass --force" in err
     assert target.read_text() == "# mine\n"
     code, _, _ = run(capsys, *args, "--force")
-    assert code == 0 and sorted(load_jobs(target)) == ["backup-db", "poll-queue"]
+    assert code == 0 and sorted(load_jobs(target)) == ["nightly-dump", "poll-queue"]
 
 
 def test_dash_as_output_is_standard_output(
@@ -157,7 +159,7 @@ def test_dash_as_output_is_standard_output(
     monkeypatch.chdir(tmp_path)
     code, out, err = run(capsys, "import", str(crontab), "--timezone", "UTC", "--catch-up", "skip", "-o", "-")
     assert code == 0, err
-    assert sorted(loads_jobs(out, "out")) == ["backup-db", "poll-queue"] and "wrote" not in err
+    assert sorted(loads_jobs(out, "out")) == ["nightly-dump", "poll-queue"] and "wrote" not in err
     (tmp_path / "jobs.toml").write_text(out)
     code, exported, err = run(capsys, "export", "jobs.toml", "-o", "-")
     assert (code, err) == (0, "")
@@ -311,7 +313,7 @@ def test_dry_run_prints_and_writes_nothing(capsys, crontab: Path, tmp_path: Path
         "--dry-run",
     )
     assert code == 0 and not target.exists()
-    assert sorted(loads_jobs(out, "out")) == ["backup-db", "poll-queue"]
+    assert sorted(loads_jobs(out, "out")) == ["nightly-dump", "poll-queue"]
     assert "dry run: nothing written" in err
 
 

@@ -67,7 +67,7 @@ def test_the_readme_tour_runs_as_written(db_url: str, tmp_path: Path):
     assert len(codes) == len(tour_lines())
     assert "held by " in out  # leases: the scheduler leads
     assert re.search(r"\balive\s+scheduler\b", out) and re.search(r"\balive\s+worker\b", out)  # workers
-    assert "queued run-parts-etc-cron-hourly " in out  # run
+    assert "queued cron-hourly " in out  # run
     assert "workers: 1 alive, 0 stale, 0 stopped" in out  # top
     assert "scheduler exit 0" in out and "worker exit 0" in out  # `kill` is SIGTERM: a clean stop
     assert "database: " in done.stderr and "schedctl.toml" not in done.stderr

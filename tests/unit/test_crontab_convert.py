@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -22,11 +23,8 @@ NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     ("command", "wanted"),
     [
         ("/usr/local/bin/backup-db --full", "backup-db"),
-        ("cd / && run-parts --report /etc/cron.hourly", "run-parts-etc-cron-hourly"),
-        (
-            "test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }",
-            "run-parts-etc-cron-daily",
-        ),
+        ("cd / && run-parts --report /etc/cron.hourly", "cron-hourly"),
+        ("test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }", "cron-daily"),
         ("php /var/www/app/artisan schedule:run >> /dev/null 2>&1", "artisan-schedule-run"),
         ("/usr/bin/python3 /opt/reports/weekly.py --send", "weekly"),
         ("flock -n /tmp/sync.lock /usr/local/bin/sync-files", "sync-files"),
@@ -37,7 +35,6 @@ NOW = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
         ("sh -c 'exec /usr/local/bin/rotate-uploads'", "rotate-uploads"),
         ("/usr/sbin/logrotate /etc/logrotate.conf", "logrotate"),
         ('"unbalanced quote', "unbalanced"),
-        ("echo", "echo"),
     ],
 )
 def test_ids_are_readable_and_derived_from_the_command(command: str, wanted: str) -> None:
@@ -73,6 +70,21 @@ def test_a_job_in_the_merge_target_keeps_its_id_and_a_different_one_gets_a_new_i
     assert assign_ids(again, taken) == ["backup", "backup-2"]
 
 
+def test_a_merge_target_keeps_the_ids_an_older_importer_gave() -> None:
+    # Imported before ids came from comments and run-parts folders: merging the same lines again must find
+    # these jobs under their ids, not add each a second time under its new name.
+    text = (
+        "# Nightly dump.\n0 1 * * * /bin/backup\n17 * * * * cd / && run-parts --report /etc/cron.hourly\n"
+        "0 2 * * * /bin/other\n"
+    )
+    old = convert(entries(text), ImportOptions("UTC", "skip"), NOW).jobs
+    old_ids = ["backup", "run-parts-etc-cron-hourly", "x"]
+    renamed = [dataclasses.replace(j, id=i) for j, i in zip(old, old_ids, strict=True)]
+    taken = {j.id: j for j in renamed}
+    assert assign_ids(entries(text), taken) == ["backup", "run-parts-etc-cron-hourly", "x"]
+    assert assign_ids(entries(text + "0 3 * * * /bin/backup\n"), taken)[3] == "backup-2"
+
+
 def test_jobs_get_everything_cron_gave_them() -> None:
     text = (
         "SHELL=/bin/bash\nMAILTO=ops@example.com\nCRON_TZ=Europe/London\nRANDOM_DELAY=5\n"
@@ -83,7 +95,7 @@ def test_jobs_get_everything_cron_gave_them() -> None:
     )
     (job,) = result.jobs
     assert (job.id, job.schedule, job.timezone, job.catch_up, job.max_catch_up) == (
-        "backup-db",
+        "nightly-dump",  # the comment names it (schedctl.crontab.ids)
         "30 2 * * *",
         "Europe/London",
         CatchUp.ALL,
@@ -154,7 +166,7 @@ def test_contradictory_or_wrong_flags_are_usage_errors(options: ImportOptions, m
 def test_host_maintenance_is_imported_with_a_warning() -> None:
     text = "25 6 * * * root test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }\n"
     result = convert(entries(text, SYSTEM), ImportOptions("UTC", "skip"), NOW)
-    assert [j.id for j in result.jobs] == ["run-parts-etc-cron-daily"]
+    assert [j.id for j in result.jobs] == ["cron-daily"]
     assert [render(d) for d in result.diagnostics] == [
         "tab:1: warning: host upkeep (run-parts /etc/cron.daily, behind an anacron guard: runs this host's own "
         "/etc/cron.daily scripts): imported, but it would run on a worker, not on this host; delete it from the "
