@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from schedctl.inspect.joblist import JobRow
 
 _COLUMNS = ("ID", "SCHEDULE", "DESCRIPTION", "TIMEZONE", "CATCH-UP", "NEXT", "LEFT", "LAST", "STATE")
-_WIDE = ("CONCURRENCY", "MAX-CATCH-UP", "PAUSED", "NEXT-UTC", "COMMAND")
+_WIDE = ("CRON", "CONCURRENCY", "MAX-CATCH-UP", "PAUSED", "NEXT-UTC", "COMMAND")
+_FREE_TEXT = ("SCHEDULE", "DESCRIPTION", "COMMAND")  # wrapped at 40 columns on a terminal
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,7 +27,8 @@ _WIDE = ("CONCURRENCY", "MAX-CATCH-UP", "PAUSED", "NEXT-UTC", "COMMAND")
 def jobs(jobs_path: str, db_url: str, output: str, as_json: bool) -> None:
     """List the job definitions with their next fire and last run.
 
-    NEXT is in the job's zone. LAST and STATE come from the database when one with a current schema is there,
+    SCHEDULE is the schedule in plain English (-o wide adds the CRON expression), DESCRIPTION the job's
+    description (from a crontab: the comment above the line). NEXT is in the job's zone. LAST and STATE come from the database when one with a current schema is there,
     and are `-` otherwise: this command never creates a database. Sorted by next fire.
     """
     from schedctl.cli._store import open_store_if_present
@@ -85,8 +87,8 @@ def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
     nxt = row.next_fire
     cells = [
         job.id,
-        job.schedule,
-        row.description,
+        row.when,
+        " ".join(job.description.split()) if job.description else "-",  # a comment block: one line
         job.timezone,
         str(job.catch_up),
         nxt.strftime("%Y-%m-%d %H:%M:%S %Z") if nxt else "-",
@@ -97,6 +99,7 @@ def _cells(row: JobRow, now: datetime, wide: bool) -> list[str]:
     if wide:
         command = job.command if isinstance(job.command, str) else json.dumps(list(job.command))
         cells += [
+            job.schedule,
             str(job.concurrency),
             str(job.max_catch_up) if job.max_catch_up is not None else "-",
             "yes" if row.paused else "no",
@@ -125,13 +128,13 @@ def _table(rows: list[list[str]], header: tuple[str, ...]) -> None:
         table = Table(box=None, header_style="bold", pad_edge=False)
         for name in header:
             # Free text wraps at 40; nothing else is cut: like kubectl, a wide table lets the terminal wrap.
-            free = name in ("DESCRIPTION", "COMMAND")
+            free = name in _FREE_TEXT
             table.add_column(name, no_wrap=not free, max_width=40 if free else None, overflow="fold")
         for row in rows:
             table.add_row(*(text(cell) for cell in row))
         console = make_console()
         natural = sum(
-            min(w, 40) if h in ("DESCRIPTION", "COMMAND") else w for w, h in zip(widths, header, strict=True)
+            min(w, 40) if h in _FREE_TEXT else w for w, h in zip(widths, header, strict=True)
         ) + 2 * len(header)
         console.width = max(console.width, natural)
         console.print(table)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class JobRow:
     job: Job
-    description: str
+    when: str  # the schedule in plain English ("at 02:30 every day"); the job's own description is job's
     next_fire: datetime | None  # in the job's zone; None when it never fires again or is paused
     last_run_at: datetime | None  # aware UTC scheduled_for of the last run a worker took up
     last_run_state: str | None
@@ -38,7 +38,8 @@ class JobRow:
         return {
             "id": job.id,
             "schedule": job.schedule,
-            "description": self.description,
+            "when": self.when,
+            "description": job.description,
             "timezone": job.timezone,
             "catch_up": str(job.catch_up),
             "max_catch_up": job.max_catch_up,
@@ -88,7 +89,7 @@ def list_jobs(
         rows.append(
             JobRow(
                 job=job,
-                description=schedule.describe(),
+                when=schedule.describe(),
                 next_fire=next_fire,
                 last_run_at=run.scheduled_for if run else None,
                 last_run_state=run.state if run else None,

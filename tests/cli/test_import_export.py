@@ -80,6 +80,29 @@ def test_import_writes_toml_to_stdout_and_the_summary_to_stderr(capsys, crontab:
     assert_only_diagnostics_are_located(out, err)
 
 
+def test_the_summary_lists_each_id_with_its_line(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "tab"
+    path.write_text(
+        "0 1 * * * echo hi\n0 2 * * * echo there\n0 3 * * * echo hi\n"
+        "0 4 * * * cat /etc/motd | mail -s motd root\n# Rotate uploads\n0 5 * * * /usr/local/bin/rotate.sh\n"
+        "0 6 * * * nice -n 10 /usr/bin/foo\n0 7 * * * cd /srv && ./run.sh\n"
+    )
+    code, out, err = run(capsys, "import", str(path), "--timezone", "UTC", "--catch-up", "skip")
+    assert code == 0, err
+    rows = [line.split() for line in err.splitlines() if f"{path}:" in line and not line.startswith("note:")]
+    listed = [(row[0], row[-2]) for row in rows]  # ID, SOURCE (the DST column is last)
+    assert listed == [
+        ("echo-hi", f"{path}:1"),  # a bare utility never names a job alone: its words do
+        ("echo-there", f"{path}:2"),
+        ("echo-hi-2", f"{path}:3"),  # a repeat gets a number
+        ("cat-motd", f"{path}:4"),
+        ("rotate-uploads", f"{path}:6"),  # the comment above the line
+        ("foo", f"{path}:7"),
+        ("run", f"{path}:8"),
+    ]
+    assert sorted(loads_jobs(out, "out")) == sorted(i for i, _ in listed)
+
+
 def test_the_summary_warns_about_dst_with_dates(capsys, tmp_path: Path) -> None:
     path = tmp_path / "ny"
     path.write_text("CRON_TZ=America/New_York\n30 2 * * * /bin/two-thirty\n30 1 * * * /bin/one-thirty\n")

@@ -43,6 +43,7 @@ paused = true
 JSON_FIELDS = [
     "id",
     "schedule",
+    "when",
     "description",
     "timezone",
     "catch_up",
@@ -109,6 +110,39 @@ def test_jobs_before_any_database_shows_dashes_and_creates_no_file(jobs_file: Pa
     assert "paused" in rows[2]
 
 
+def columns(out: str) -> list[dict[str, str]]:
+    """The plain table's rows as {column: cell}, cut at the header's column starts (cells hold spaces)."""
+    header, *rows = out.splitlines()
+    names = header.split()
+    starts = [header.index(f"{name} " if name != names[-1] else name) for name in names]
+    bounds = list(zip(starts, [*starts[1:], None], strict=True))
+    return [{n: row[a:b].strip() for n, (a, b) in zip(names, bounds, strict=True)} for row in rows]
+
+
+def test_jobs_shows_the_description_and_the_schedule_each_in_its_column(
+    jobs_file: Path, tmp_path: Path
+) -> None:
+    db = f"sqlite:///{tmp_path / 'none.db'}"
+    code, out, _ = run(["jobs", "--jobs", str(jobs_file), "--db", db])
+    assert code == 0
+    rows = {r["ID"]: r for r in columns(out)}
+    assert (rows["nightly"]["SCHEDULE"], rows["nightly"]["DESCRIPTION"]) == ("at 02:30 every day", "report")
+    assert (rows["minutely"]["SCHEDULE"], rows["minutely"]["DESCRIPTION"]) == ("every minute", "-")
+    code, out, _ = run(["jobs", "--jobs", str(jobs_file), "--db", db, "-o", "wide"])
+    assert {r["ID"]: r["CRON"] for r in columns(out)} == {
+        "minutely": "* * * * *",
+        "nightly": "30 2 * * *",
+        "held": "@hourly",
+    }
+    code, out, _ = run(["jobs", "--jobs", str(jobs_file), "--db", db, "--json"])
+    nightly = next(r for r in json.loads(out) if r["id"] == "nightly")
+    assert (nightly["schedule"], nightly["when"], nightly["description"]) == (
+        "30 2 * * *",
+        "at 02:30 every day",
+        "report",
+    )
+
+
 def test_jobs_json_shape(jobs_file: Path, tmp_path: Path) -> None:
     code, out, _ = run(
         ["jobs", "--jobs", str(jobs_file), "--db", f"sqlite:///{tmp_path / 'none.db'}", "--json"]
@@ -137,7 +171,8 @@ def test_jobs_jsonl_and_wide(jobs_file: Path, tmp_path: Path) -> None:
     assert [json.loads(line)["id"] for line in out.splitlines()] == ["minutely", "nightly", "held"]
     code, out, _ = run(["jobs", "--jobs", str(jobs_file), "--db", db, "-o", "wide"])
     assert code == 0
-    assert out.splitlines()[0].split()[-5:] == [
+    assert out.splitlines()[0].split()[-6:] == [
+        "CRON",
         "CONCURRENCY",
         "MAX-CATCH-UP",
         "PAUSED",
