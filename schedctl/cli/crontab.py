@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from schedctl.cli._options import jobs_option
+from schedctl.timing.crondialect import CRONIE_CRON_TZ, DEBIAN_CRON_TZ
 
 if TYPE_CHECKING:
     from schedctl.crontab.importer import ImportOutcome
@@ -44,7 +45,9 @@ _DIALECT_HELP = (
     help=_DIALECT_HELP,
 )
 @click.option(
-    "--timezone", help="Zone of jobs with no CRON_TZ above them (an IANA name, e.g. Europe/London)."
+    "--timezone",
+    help="Zone of jobs with no CRON_TZ above them (an IANA name, e.g. Europe/London). With --dialect debian, "
+    f"of every job: {DEBIAN_CRON_TZ} (or {CRONIE_CRON_TZ}).",
 )
 @click.option(
     "--catch-up",
@@ -76,8 +79,8 @@ def import_(
 ) -> None:
     """Turn crontabs (files, folders such as /etc/cron.d, or - for stdin) into TOML job definitions.
 
-    Every job gets an explicit zone (CRON_TZ in the crontab, else --timezone; never the host's) and catch-up
-    policy (--catch-up). Problems are printed as FILE:LINE: error: reason; by default one broken line means
+    Every job gets an explicit zone (CRON_TZ in the crontab, else --timezone, which --dialect debian always
+    needs; never the host's) and catch-up policy (--catch-up). Problems are printed as FILE:LINE: error: reason; by default one broken line means
     nothing is written (exit 1).
     """
     from schedctl.crontab.convert import ImportOptions
@@ -114,7 +117,7 @@ def _read_stdin() -> bytes:
 
 
 def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
-    from schedctl.crontab.diagnostics import errors_in, render
+    from schedctl.crontab.diagnostics import render
 
     for diagnostic in outcome.diagnostics:
         click.echo(render(diagnostic), err=True)
@@ -124,7 +127,9 @@ def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
         )
         for line in outcome.missing:
             click.echo(f"  - {line}", err=True)
-    broken = len(errors_in(outcome.diagnostics))
+    broken = len(
+        outcome.broken
+    )  # a refusal (CRON_TZ under Debian) is no broken line: --skip-invalid won't do
     if outcome.failed:
         if broken:
             hint = " (fix them, or pass --skip-invalid to import the rest)" if outcome.exit_code == 1 else ""

@@ -18,6 +18,7 @@ from schedctl.crontab.ids import dedupe, derive_id
 from schedctl.crontab.parse import Entry
 from schedctl.errors import ConfigError, Diagnostic, UsageError
 from schedctl.jobs.job import CatchUp, Job
+from schedctl.timing.crondialect import CRONIE_CRON_TZ, DEBIAN_CRON_TZ
 
 _VALID_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,254}\Z")
 
@@ -34,6 +35,8 @@ class Conversion:
     jobs: list[Job] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # one line per thing missing; empty when complete
+    # FILE:LINE errors that, like ``missing``, stop the import with a usage error (also in ``diagnostics``).
+    refused: list[Diagnostic] = field(default_factory=list)
     entries: dict[str, Entry] = field(default_factory=dict)  # id -> the line it came from
 
 
@@ -102,11 +105,14 @@ def convert(
     result = Conversion()
     ids = assign_ids(entries, taken)
     result.entries = dict(zip(ids, entries, strict=True))
-    result.missing = _missing(result.entries, options)
+    cron_tz = _ignored_cron_tz(result.entries, options)
+    result.diagnostics += cron_tz
+    result.refused = [d for d in cron_tz if d.severity == "error"]
+    result.missing = _missing(result.entries, options, zone_said=bool(result.refused))
     for entry in entries:
         _warn_host_maintenance(entry, result)
         _warn_mail(entry, result)
-    if result.missing:
+    if result.missing or result.refused:
         return result
     for job_id, entry in result.entries.items():
         job = _build(job_id, entry, options, now, result)
@@ -115,9 +121,29 @@ def convert(
     return result
 
 
-def _missing(entries: Mapping[str, Entry], options: ImportOptions) -> list[str]:
+def _ignored_cron_tz(entries: Mapping[str, Entry], options: ImportOptions) -> list[Diagnostic]:
+    """CRON_TZ under Debian's dialect, said once per file at its first such line: a warning when --timezone
+    gives the zone (CRON_TZ stays a plain variable, as it was for Debian's cron); else an error that refuses
+    the import, and is then all that is said about the jobs' zone."""
+    first: dict[str, int] = {}
+    for entry in entries.values():
+        if entry.ignored_cron_tz is not None:
+            first.setdefault(entry.file, entry.ignored_cron_tz)
+    if options.timezone is None:
+        text = f"{DEBIAN_CRON_TZ}: pass --timezone ZONE with that zone, or {CRONIE_CRON_TZ}"
+        return [error(file, line, text) for file, line in first.items()]
+    text = (
+        f"{DEBIAN_CRON_TZ}: these jobs run in --timezone {options.timezone}, and CRON_TZ stays in their env "
+        f"({CRONIE_CRON_TZ})"
+    )
+    return [warning(file, line, text) for file, line in first.items()]
+
+
+def _missing(entries: Mapping[str, Entry], options: ImportOptions, zone_said: bool = False) -> list[str]:
     out = []
     no_zone = [(i, e) for i, e in entries.items() if e.cron_tz is None] if options.timezone is None else []
+    if zone_said:
+        no_zone = []  # the CRON_TZ refusal already asks for --timezone, which every job here then needs
     if no_zone:
         named = _name_jobs(no_zone, len(entries))
         out.append(

@@ -27,6 +27,9 @@ class Entry:
     random_delay: int | None  # minutes
     description: str | None
     id_hint: str | None = None  # "# schedctl: id=NAME" directly above (written by `schedctl export`)
+    ignored_cron_tz: int | None = (
+        None  # the line of a CRON_TZ above that the dialect's cron ignores (Debian's)
+    )
 
     @property
     def source(self) -> str:
@@ -60,6 +63,7 @@ class LineState:
         self.continued_from: int | None = None  # the line above ended with a '\\' (cron has no continuation)
         self.env: dict[str, str] = {}
         self.cron_tz: str | None = None
+        self.ignored_cron_tz: int | None = None
         self.bad_tz_line: int | None = None
         self.random_delay: int | None = None
         self.comments: list[str] = []

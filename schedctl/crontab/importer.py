@@ -56,6 +56,7 @@ class ImportOutcome:
     crontabs: list[Crontab] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    refused: list[Diagnostic] = field(default_factory=list)  # errors in diagnostics that are usage errors
     jobs: list[Job] = field(default_factory=list)  # imported now (new ones only when merging)
     kept: list[str] = field(default_factory=list)  # ids already in the --merge file, left untouched
     entries: dict[str, Entry] = field(default_factory=dict)
@@ -66,6 +67,11 @@ class ImportOutcome:
     @property
     def failed(self) -> bool:
         return self.text is None
+
+    @property
+    def broken(self) -> list[Diagnostic]:
+        """The errors on lines cron would not run as written (--skip-invalid leaves those out)."""
+        return [d for d in errors_in(self.diagnostics) if d not in self.refused]
 
 
 def run_import(request: ImportRequest, now: datetime, read_stdin: Callable[[], bytes]) -> ImportOutcome:
@@ -86,11 +92,12 @@ def run_import(request: ImportRequest, now: datetime, read_stdin: Callable[[], b
     conversion = convert(entries, request.options, now, taken)
     outcome.diagnostics += conversion.diagnostics
     outcome.missing = conversion.missing
+    outcome.refused = conversion.refused
     outcome.entries = conversion.entries
     order = {c.file: i for i, c in enumerate(outcome.crontabs)}
     outcome.diagnostics.sort(key=lambda d: (order.get(d.file, -1), d.line or 0))
-    broken = errors_in(outcome.diagnostics)
-    if (broken and not request.skip_invalid) or outcome.missing:
+    broken = outcome.broken
+    if (broken and not request.skip_invalid) or outcome.missing or outcome.refused:
         outcome.exit_code = EXIT_FAILURE if broken else EXIT_USAGE
         return outcome
     try:

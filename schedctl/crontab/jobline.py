@@ -93,6 +93,7 @@ def read_job(line: Line, state: LineState, result: Crontab) -> None:
             state.random_delay,
             description,
             state.id_hint,
+            state.ignored_cron_tz,
         )
     )
 

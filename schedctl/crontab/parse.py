@@ -21,7 +21,8 @@ module reads the file, its comments and its settings; a job line is ``schedctl.c
 Debian's cron (Vixie cron 3.0 with Debian's patches, ``--dialect debian``) differs, and each difference follows
 what its ``crontab(1)`` (cron 3.0pl1-162, Debian 12) was seen to accept and its manual pages say:
 
-* no ``-`` prefix (a ``-`` first is "bad minute"); no ``CRON_TZ`` or ``RANDOM_DELAY`` (plain variables there);
+* no ``-`` prefix (a ``-`` first is "bad minute"); no ``CRON_TZ`` or ``RANDOM_DELAY`` (plain variables there;
+  an entry notes the CRON_TZ line above it, which the import refuses without ``--timezone``);
 * ``NAME=`` with nothing after it is not a setting (``MAILTO=`` is "bad minute"); ``MAILTO=""`` is;
 * ``\\\\`` in a command is one backslash (``schedctl.crontab.percent``);
 * a system crontab's line whose user does not exist is skipped by cron (reported per line here).
@@ -249,14 +250,17 @@ def _read_env(line: Line, setting: tuple[str, str], state: LineState, result: Cr
             state.cron_tz, state.bad_tz_line = None, line.number
         return
     if name in CONSUMED and state.dialect == DEBIAN:
-        # Debian's cron has neither (no CRON_TZ, no RANDOM_DELAY in its entry.c/env.c): a plain variable.
-        report(
-            result,
-            line,
-            f"{name} means nothing to Debian's cron: it stays in the jobs' env"
-            + (", and their zone comes from --timezone" if name == "CRON_TZ" else ", and no delay is added"),
-            severity="warning",
-        )
+        # Debian's cron has neither (no CRON_TZ, no RANDOM_DELAY in its entry.c/env.c): a plain variable. What
+        # CRON_TZ means for the import depends on --timezone: schedctl.crontab.convert says it, once per file.
+        if name == "CRON_TZ":
+            state.ignored_cron_tz = line.number if value else None
+        else:
+            report(
+                result,
+                line,
+                "RANDOM_DELAY means nothing to Debian's cron: it stays in the jobs' env, and no delay is added",
+                severity="warning",
+            )
         state.env[name] = value
     elif name == "CRON_TZ":
         _set_cron_tz(line, value, state, result)

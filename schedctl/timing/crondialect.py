@@ -14,6 +14,10 @@ import os
 import re
 from pathlib import Path
 
+# Said the same way by `import --help`, the import's warning (with --timezone) and its refusal (without).
+DEBIAN_CRON_TZ = "Debian's cron ignores CRON_TZ and runs every job in the host's zone"
+CRONIE_CRON_TZ = "--dialect cronie if the file came from a cron that honours CRON_TZ"
+
 DEBIAN = "debian"
 CRONIE = "cronie"
 AUTO = "auto"

@@ -12,6 +12,7 @@ import pytest
 
 from schedctl.cli import main
 from schedctl.jobs.config import loads_jobs
+from schedctl.timing.crondialect import CRONIE_CRON_TZ, DEBIAN_CRON_TZ
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -47,7 +48,46 @@ def test_auto_detects_the_dialect_from_os_release(
     assert (job.timezone, dict(job.env)) == (
         ("UTC", {"CRON_TZ": "Europe/Paris"}) if dialect == "debian" else ("Europe/Paris", {})
     )
-    assert ("CRON_TZ means nothing to Debian's cron" in err) == (dialect == "debian")
+    assert (f"{tab}:1: warning: {DEBIAN_CRON_TZ}" in err) == (dialect == "debian")
+
+
+def one_paragraph(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_cron_tz_under_debian_is_refused_in_one_line_that_names_the_way_out(capsys, tmp_path: Path) -> None:
+    tab = tmp_path / "tz"
+    tab.write_text(
+        "0 1 * * * /bin/above\nCRON_TZ=Europe/Berlin\n0 2 * * * echo x\nCRON_TZ=UTC\n0 3 * * * b\n"
+    )
+    for extra in ((), ("--skip-invalid",)):  # no broken line to leave out: --skip-invalid changes nothing
+        code, out, err = run(capsys, "import", str(tab), "--dialect", "debian", "--catch-up", "skip", *extra)
+        assert (code, out) == (2, "")
+        assert err.splitlines() == [
+            f"{tab}:2: error: {DEBIAN_CRON_TZ}: pass --timezone ZONE with that zone, or {CRONIE_CRON_TZ}"
+        ]
+    # With --timezone, CRON_TZ is what it was for Debian's cron, a plain variable: said once, as a warning.
+    code, out, err = imported(capsys, tab, "--dialect", "debian")
+    assert code == 0, err
+    jobs = loads_jobs(out, "out")
+    assert {i: (j.timezone, j.env.get("CRON_TZ")) for i, j in jobs.items()} == {
+        "above": ("UTC", None),
+        "echo-x": ("UTC", "Europe/Berlin"),
+        "b": ("UTC", "UTC"),
+    }
+    warned = [line for line in err.splitlines() if "CRON_TZ" in line]
+    assert warned == [
+        f"{tab}:2: warning: {DEBIAN_CRON_TZ}: these jobs run in --timezone UTC, and CRON_TZ stays in their env "
+        f"({CRONIE_CRON_TZ})"
+    ]
+    # The help says the same thing; cronie honours CRON_TZ and says nothing about it.
+    _, help_text, _ = run(capsys, "import", "--help")
+    assert f"{DEBIAN_CRON_TZ} (or {CRONIE_CRON_TZ})" in one_paragraph(help_text)
+    code, out, err = run(capsys, "import", str(tab), "--dialect", "cronie", "--catch-up", "skip")
+    assert code == 2 and "CRON_TZ" not in err.split("no timezone", 1)[0]
+    code, out, err = imported(capsys, tab, "--dialect", "cronie")
+    zones = {i: j.timezone for i, j in loads_jobs(out, "out").items()}
+    assert (code, zones) == (0, {"above": "UTC", "echo-x": "Europe/Berlin", "b": "UTC"})
 
 
 def test_a_folder_is_read_with_each_crons_file_name_rules(capsys, tmp_path: Path) -> None:
