@@ -3,7 +3,8 @@
 The first of these that gives a name is the id:
 
 1. the short comment just above the line: ``# Nightly dump.`` -> ``nightly-dump``. One comment line of at most
-   MAX_COMMENT_WORDS words, with a word about what runs (``# every night`` only says when) and no code;
+   MAX_COMMENT_WORDS words, with a word about what runs (``# every night`` only says when) and no code; or the
+   name Puppet or Ansible gave the job (``# Puppet Name: db backup``, ``#Ansible: db backup`` -> ``db-backup``);
 2. the program the command runs, past checks, wrappers and interpreters: ``backup-db`` for
    ``test -x /usr/local/bin/backup-db.sh && nice /usr/local/bin/backup-db.sh``; a tool with its action
    (``docker-system``, ``certbot-renew``), a path tool with its path (``find-downloads``), ``run-parts`` with
@@ -216,6 +217,8 @@ _WHEN_WORDS = set(
 # Words too small to name anything in a utility's arguments.
 _STOP_WORDS = {"the", "a", "an", "of", "to", "and", "or", "for", "in", "on", "at", "is", "it", "by", "with"}
 _CODE = re.compile(r"[/\\$=|;<>&`{}\[\]]")  # a comment with these is code or a path, not a name
+# The name Puppet's and Ansible's cron resources write above each job line they manage: the job's name, as is.
+_MANAGED = re.compile(r"(?:Puppet Name|Ansible):\s*(\S.*)\Z")
 _PLACEHOLDER = "$_"  # what an expansion (`$(...)`, backticks) is replaced by: an argument, never a name
 
 
@@ -242,8 +245,13 @@ def derive_id(command: str, comment: str | None = None) -> str:
 
 
 def _from_comment(comment: str | None) -> str | None:
-    if not comment or "\n" in comment or _CODE.search(comment):
-        return None  # several lines are an explanation, not a name
+    if not comment:
+        return None
+    managed = _MANAGED.match(comment.splitlines()[-1].strip())
+    if managed:
+        return slug(managed.group(1)) or None
+    if "\n" in comment or _CODE.search(comment):
+        return None  # several lines explain rather than name; code or a path names nothing
     text = re.sub(r"\([^)]*\)", " ", comment).strip().rstrip(".:;!?,")
     words = text.split()
     if not words or len(words) > MAX_COMMENT_WORDS:
