@@ -80,8 +80,8 @@ def import_(
     """Turn crontabs (files, folders such as /etc/cron.d, or - for stdin) into TOML job definitions.
 
     Every job gets an explicit zone (CRON_TZ in the crontab, else --timezone, which --dialect debian always
-    needs; never the host's) and catch-up policy (--catch-up). Problems are printed as FILE:LINE: error: reason; by default one broken line means
-    nothing is written (exit 1).
+    needs; never the host's) and catch-up policy (--catch-up). Problems are printed as FILE:LINE: error:
+    reason; by default one broken line means nothing is written (exit 1).
     """
     from schedctl.crontab.convert import ImportOptions
     from schedctl.crontab.importer import ImportRequest, run_import
@@ -127,9 +127,8 @@ def _report(outcome: ImportOutcome, dry_run: bool, now: datetime) -> None:
         )
         for line in outcome.missing:
             click.echo(f"  - {line}", err=True)
-    broken = len(
-        outcome.broken
-    )  # a refusal (CRON_TZ under Debian) is no broken line: --skip-invalid won't do
+    # A refusal (CRON_TZ under Debian) is said in its own line and is no broken line: --skip-invalid won't do.
+    broken = len(outcome.broken)
     if outcome.failed:
         if broken:
             hint = " (fix them, or pass --skip-invalid to import the rest)" if outcome.exit_code == 1 else ""

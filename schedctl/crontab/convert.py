@@ -141,9 +141,9 @@ def _ignored_cron_tz(entries: Mapping[str, Entry], options: ImportOptions) -> li
 
 def _missing(entries: Mapping[str, Entry], options: ImportOptions, zone_said: bool = False) -> list[str]:
     out = []
-    no_zone = [(i, e) for i, e in entries.items() if e.cron_tz is None] if options.timezone is None else []
-    if zone_said:
-        no_zone = []  # the CRON_TZ refusal already asks for --timezone, which every job here then needs
+    # After the CRON_TZ refusal, which asks for --timezone (and every job here then needs it), nothing more.
+    asked = options.timezone is None and not zone_said
+    no_zone = [(i, e) for i, e in entries.items() if e.cron_tz is None] if asked else []
     if no_zone:
         named = _name_jobs(no_zone, len(entries))
         out.append(
