@@ -166,6 +166,7 @@ class Cluster:
         self.every: list[subprocess.Popen[bytes]] = []  # every process ever started, for the final cleanup
         self.generation: dict[str, int] = defaultdict(int)
         self.logs: list[Path] = []
+        self.slots = 4
 
     def start(self, name: str, skew: float | None = None) -> None:
         role = "scheduler" if name.startswith("s") else "worker"
@@ -194,7 +195,7 @@ class Cluster:
         else:
             args += [
                 "--slots",
-                "4",
+                str(self.slots),
                 "--heartbeat-interval",
                 f"{HEARTBEAT}s",
                 "--stale-after",
@@ -324,10 +325,19 @@ def current_leader(engine: object) -> str | None:
 
 
 def inject(
-    args: argparse.Namespace, cluster: Cluster, pg: PrivatePostgres | None, engine: object, until: float
+    cluster: Cluster,
+    pg: PrivatePostgres | None,
+    engine: object,
+    until: float,
+    *,
+    seed: int,
+    pause: tuple[float, float],
+    spare: frozenset[str] = frozenset(),
 ) -> list[Fault]:
-    """Faults until the monotonic instant ``until``; each fault's window lasts as long as its effects may."""
-    rng = random.Random(args.seed)
+    """Faults until the monotonic instant ``until``, one every ``pause`` seconds (a uniform draw); each fault's
+    window lasts as long as its effects may. The processes named in ``spare`` are frozen, never killed or
+    restarted, so that they live the whole run (``bench/soak.py`` watches their memory)."""
+    rng = random.Random(seed)
     kinds = [
         "kill_leader",
         "term_leader",
@@ -345,8 +355,6 @@ def inject(
     order = list(kinds)
     rng.shuffle(order)  # every kind at least once in a run of a few minutes, then random ones
     longest = STALE + 3  # what a fault usually keeps the loop busy (a restart may take GRACE more)
-    # A short run (the test suite's) packs its faults closer, so that it still sees most kinds.
-    pause = (2.0, 5.0) if args.duration < 120 else (4.0, 9.0)
     while True:
         time.sleep(rng.uniform(*pause))
         now = time.monotonic()
@@ -361,6 +369,13 @@ def inject(
         leader_identity = current_leader(engine)
         leader = next((n for n in cluster.procs if cluster.identity(n) == leader_identity), None)
         workers = [n for n in cluster.procs if n.startswith("w") and cluster.alive(n)]
+        if kind in ("kill_leader", "term_leader") and leader in spare:
+            kind = "stop_leader"
+        if kind in ("kill_worker", "term_worker") and workers:
+            victim = rng.choice(workers)
+            workers = [victim]
+            if victim in spare:
+                kind = "stop_worker"
         t0 = time.time()
         fault: Fault | None = None
         if kind in ("kill_leader", "term_leader", "stop_leader") and leader is not None:
@@ -390,7 +405,9 @@ def inject(
                 pending_restart.append((now + delay, victim, fault))
         elif kind == "restart_process":
             # the skewed replica is not restarted: a restart would bring it back with a correct clock
-            victim = rng.choice(sorted(n for n in cluster.procs if n != "s-skewed" and cluster.alive(n)))
+            victim = rng.choice(
+                sorted(n for n in cluster.procs if n != "s-skewed" and n not in spare and cluster.alive(n))
+            )
             identity = cluster.identity(victim)
             fault = Fault(kind, identity, t0, t0, leader=identity == leader_identity)
             cluster.signal(victim, signal.SIGTERM)
@@ -831,7 +848,9 @@ def main() -> int:
             cluster.start(name)
         wait_for_leader(store.engine)
         window_start = datetime.now(UTC) + timedelta(seconds=2)
-        faults = inject(args, cluster, pg, store.engine, until=began + args.duration - 5)
+        # A short run (the test suite's) packs its faults closer, so that it still sees most kinds.
+        pause = (2.0, 5.0) if args.duration < 120 else (4.0, 9.0)
+        faults = inject(cluster, pg, store.engine, began + args.duration - 5, seed=args.seed, pause=pause)
         window_end = datetime.now(UTC)
         # Let everything dispatched finish with all processes healthy before checking terminal states;
         # leave time to stop the processes (GRACE each, in parallel) and to check.

@@ -1,6 +1,6 @@
 """PostgreSQL primary failover: a private primary, a streaming standby, a schedctl cluster on the multi-host URL.
 
-    python bench/pg_failover.py [--tries 5] [--jobs 20] [--before 15] [--after 25] [--sync]
+    python bench/pg_failover.py [--tries 5] [--jobs 20] [--before 15] [--after 25] [--sync] [--lag SECONDS]
 
 Each try builds a fresh pair: ``initdb`` a primary, ``pg_basebackup -R`` a standby from it (asynchronous
 streaming replication, or synchronous with ``--sync``), both on ports of their own. Two schedulers and two
@@ -15,6 +15,11 @@ to the schedulers' stop is audited:
 - named: no line, and `schedctl missed` names it (on the promoted server);
 - ran twice: more than one line (a run row or an outcome the standby never received);
 - lost: no line and not named by `missed` (a violation: exit 1).
+
+``--lag S`` puts the standby's WAL stream behind a link the harness controls (``bench/netlink.py``) and
+freezes it S seconds before the stop: the standby is S seconds behind when it is promoted, as an
+asynchronous standby is when the network to it stalls or it cannot keep up. Whatever the primary committed
+in those seconds is lost with it. With ``--sync`` the primary's commits wait for the frozen standby instead.
 
 It prints each try's failover time (primary stopped → first run started on the promoted server) and the
 counts, then the totals. Root runs the servers as the `postgres` user, like bench/chaos.py, which it reuses.
@@ -41,6 +46,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from chaos import Cluster, PrivatePostgres, drain  # noqa: E402
+from netlink import Link  # noqa: E402
 
 LEASE, RENEW = "6s", "2s"
 
@@ -48,15 +54,18 @@ LEASE, RENEW = "6s", "2s"
 class Standby(PrivatePostgres):
     """A streaming standby of ``primary``, made by ``pg_basebackup -R`` (it writes the primary_conninfo)."""
 
-    def __init__(self, root: Path, primary: PrivatePostgres) -> None:
+    def __init__(self, root: Path, primary: PrivatePostgres, via: Link | None = None) -> None:
         super().__init__(root)
         self.primary = primary
+        self.via = via  # the link its WAL stream goes through, when the harness is to make it lag
 
     def start(self) -> None:
         self._own_folders()
+        # -R writes the primary_conninfo it connected with: through the link, the stream stays behind it.
+        port = self.via.port if self.via is not None else self.primary.port
         self._run(
             str(self.bindir / "pg_basebackup"), "-D", str(self.data), "-R", "-X", "stream", "-c", "fast",
-            "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
+            "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
         )  # fmt: skip
         self.pg_ctl("start")
 
@@ -114,10 +123,13 @@ def _named(url: str, jobs: Path, job: str, since: datetime, until: datetime) -> 
     return {datetime.fromisoformat(e["scheduled_for"]): f"{e['state']}: {e['reason_text']}" for e in entries}
 
 
-def one_try(root: Path, jobs_count: int, before: float, after: float, sync: bool, say=print) -> Try:
+def one_try(
+    root: Path, jobs_count: int, before: float, after: float, sync: bool, lag: float = 0.0, say=print
+) -> Try:
     root.chmod(0o755)  # the servers run as `postgres` and must reach their folders below it
     primary = PrivatePostgres(root / "primary")
-    standby = Standby(root / "standby", primary)
+    link = Link("127.0.0.1", primary.port) if lag > 0 else None
+    standby = Standby(root / "standby", primary, via=link)
     cluster = None
     result = Try()
     try:
@@ -138,7 +150,12 @@ def one_try(root: Path, jobs_count: int, before: float, after: float, sync: bool
         for name in ("s1", "s2", "w1", "w2"):
             cluster.start(name)
         started = datetime.now(UTC)
-        time.sleep(before)
+        time.sleep(max(0.0, before - lag))
+        if link is not None:
+            behind = _sql(primary.url, "SELECT pg_current_wal_lsn()::text")[0][0]
+            link.freeze()
+            time.sleep(lag)
+            say(f"  WAL stream frozen at {behind} for {lag:.1f} s before the stop")
         killed_at = time.time()
         primary._run(str(primary.bindir / "pg_ctl"), "-D", str(primary.data), "-m", "immediate", "-w", "stop")
         standby.promote()
@@ -200,6 +217,8 @@ def one_try(root: Path, jobs_count: int, before: float, after: float, sync: bool
     finally:
         if cluster is not None:
             cluster.kill_all()
+        if link is not None:
+            link.close()
         for server in (standby, primary):
             try:
                 server.pg_ctl("stop")
@@ -218,6 +237,12 @@ def main() -> int:
     parser.add_argument(
         "--sync", action="store_true", help="synchronous replication (synchronous_standby_names)"
     )
+    parser.add_argument(
+        "--lag",
+        type=float,
+        default=0.0,
+        help="freeze the standby's WAL stream this many seconds before the stop",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the folders (logs, ledger) of every try")
     args = parser.parse_args()
     if shutil.which("pg_basebackup") is None and not list(
@@ -231,10 +256,11 @@ def main() -> int:
     for n in range(1, args.tries + 1):
         root = Path(tempfile.mkdtemp(prefix="schedctl-failover-"))
         print(
-            f"try {n}: {'synchronous' if args.sync else 'asynchronous'} replication, {args.jobs} jobs, {root}"
+            f"try {n}: {'synchronous' if args.sync else 'asynchronous'} replication, {args.jobs} jobs, "
+            f"standby {args.lag:.1f} s behind, {root}"
         )
         try:
-            t = one_try(root, args.jobs, args.before, args.after, args.sync)
+            t = one_try(root, args.jobs, args.before, args.after, args.sync, args.lag)
         finally:
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)

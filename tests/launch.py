@@ -7,9 +7,11 @@ The suite imports this as ``launch`` (``pythonpath = ["tests"]``); bench scripts
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +52,24 @@ def serve(
             env=child_env() if env is None else env,
             **popen,
         )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick; a child binds it next)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def until(
+    check: Callable[[], object], what: str, *logs: Path, timeout: float = 40, every: float = 0.2
+) -> None:
+    """Wait until ``check()`` is true; past ``timeout`` fail with ``what`` and the tail of each log."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            tails = "\n".join(
+                f"== {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in logs if p.exists()
+            )
+            raise AssertionError(f"timed out waiting for {what}\n{tails}")
+        time.sleep(every)

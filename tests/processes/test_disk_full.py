@@ -15,17 +15,15 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from launch import SCHEDCTL, serve
+from launch import SCHEDCTL, free_port, serve, until
 
 pytestmark = [
     pytest.mark.processes,
@@ -36,14 +34,8 @@ pytestmark = [
     ),
 ]
 
-JOBS_ON_POSTGRES = 20
+JOBS_ON_SERVER = 20
 FULL_FOR = 8.0  # seconds the disk stays full: several of the scheduler's and the worker's retries
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ready(port: int) -> tuple[int, str]:
@@ -54,13 +46,6 @@ def _ready(port: int) -> tuple[int, str]:
         return e.code, e.read().decode()
     except OSError as e:
         return 0, str(e)
-
-
-def _until(check: Callable[[], bool], what: str, log: Path, timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-4000:]}"
-        time.sleep(0.2)
 
 
 def _ticks(ledger: Path) -> list[datetime]:
@@ -97,7 +82,7 @@ max_catch_up = 1000
 command = "echo $SCHEDCTL_SCHEDULED_FOR >> {ledger}"
 """
     )
-    port = _free_port()
+    port = free_port()
     # unshare execs sh, which execs schedctl: one pid, so the test's signals reach it.
     script = 'mount -t tmpfs -o size=4m tmpfs "$0" && exec "$@"'
     proc = serve(
@@ -108,7 +93,7 @@ command = "echo $SCHEDCTL_SCHEDULED_FOR >> {ledger}"
     )  # fmt: skip
     inside = Path(f"/proc/{proc.pid}/root") / str(disk).lstrip("/")
     try:
-        _until(lambda: len(_ticks(ledger)) >= 3, "the first runs", log)
+        until(lambda: len(_ticks(ledger)) >= 3, "the first runs", log)
         assert _ready(port)[0] == 200
         cpu_before = _cpu_seconds(proc.pid)
         subprocess.run(
@@ -127,7 +112,7 @@ command = "echo $SCHEDCTL_SCHEDULED_FOR >> {ledger}"
                 unready.append(body.strip())
             return bool(unready)
 
-        _until(not_ready, "/readyz to say the writes fail", log, timeout=FULL_FOR + 10)
+        until(not_ready, "/readyz to say the writes fail", log, timeout=FULL_FOR + 10)
         assert unready[0].startswith("database writes failing: "), unready
         assert "database or disk is full" in unready[0], unready
         time.sleep(max(0.0, FULL_FOR - (time.monotonic() - filled)))
@@ -137,9 +122,9 @@ command = "echo $SCHEDCTL_SCHEDULED_FOR >> {ledger}"
         freed = datetime.now().astimezone()
         # Backoff, not a hot loop: a process retrying flat out would burn the whole window.
         assert spent < 0.3 * full_for, f"{spent:.2f} s of CPU in {full_for:.1f} s full"
-        _until(lambda: _ready(port)[0] == 200, "/readyz to recover", log)
+        until(lambda: _ready(port)[0] == 200, "/readyz to recover", log)
         recovered = freed + timedelta(seconds=4)
-        _until(
+        until(
             lambda: bool(_ticks(ledger)) and max(_ticks(ledger)) >= recovered,
             "ticks after the disk came back",
             log,
@@ -180,25 +165,21 @@ def _pg_bindir() -> Path | None:
     return candidates[-1] if candidates else None
 
 
-class _PostgresOnTmpfs:
-    """A throwaway PostgreSQL, run as `postgres`, whose data folder is a tmpfs that only its own mount
-    namespace sees: a holder process keeps the namespace; the servers are started into it with nsenter."""
+class _Namespace:
+    """A private mount namespace holding tmpfs mounts that only it sees, kept alive by a holder process; a
+    server is started into it with nsenter, and the test fills a mount from outside through /proc/PID/root."""
 
-    def __init__(self, root: Path, size: str) -> None:
+    def __init__(self, mounts: dict[Path, str], owner: str) -> None:
         import pwd
 
-        bindir = _pg_bindir()
-        assert bindir is not None
-        self.bindir, self.root = bindir, root
-        self.data, self.sock, self.log = root / "pgdata", root / "sock", root / "postgres.log"
-        self.port = _free_port()
-        user = pwd.getpwnam("postgres")
-        for path in (self.data, self.sock):
+        user = pwd.getpwnam(owner)
+        self.owner = owner
+        for path in mounts:
             path.mkdir()
             os.chown(path, user.pw_uid, user.pw_gid)
-        os.chown(root, user.pw_uid, user.pw_gid)
-        mount = (
-            f'mount -t tmpfs -o size={size},mode=0700,uid={user.pw_uid},gid={user.pw_gid} tmpfs "{self.data}"'
+        script = " && ".join(
+            f'mount -t tmpfs -o size={size},mode=0700,uid={user.pw_uid},gid={user.pw_gid} tmpfs "{path}"'
+            for path, size in mounts.items()
         )
         self.holder = subprocess.Popen(
             [
@@ -208,96 +189,218 @@ class _PostgresOnTmpfs:
                 "private",
                 "sh",
                 "-c",
-                f"{mount} && echo mounted && exec sleep 3600",
+                f"{script} && echo mounted && exec sleep 3600",
             ],
             stdout=subprocess.PIPE,
         )
         assert self.holder.stdout is not None and self.holder.stdout.readline().strip() == b"mounted"
-        self.inside = Path(f"/proc/{self.holder.pid}/root") / str(self.data).lstrip("/")
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        self.start()
 
-    def _run(self, tool: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-        argv = ["nsenter", "-t", str(self.holder.pid), "-m", "setpriv", "--reuid=postgres", "--regid=postgres",
-                "--init-groups", str(self.bindir / tool), *args]  # fmt: skip
-        return subprocess.run(argv, capture_output=True, timeout=120, check=False)
+    def inside(self, path: Path) -> Path:
+        return Path(f"/proc/{self.holder.pid}/root") / str(path).lstrip("/")
 
-    def start(self) -> None:
-        opts = f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off"
-        done = self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "-o", opts, "start"
+    def run(self, *argv: str, as_owner: bool = True) -> subprocess.CompletedProcess[bytes]:
+        user = (
+            ["setpriv", f"--reuid={self.owner}", f"--regid={self.owner}", "--init-groups"] if as_owner else []
         )
-        assert done.returncode == 0, done.stderr.decode() + self.log.read_text()[-2000:]
+        return subprocess.run(
+            ["nsenter", "-t", str(self.holder.pid), "-m", *user, *argv],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
 
-    def running(self) -> bool:
-        return self._run("pg_ctl", "-D", str(self.data), "status").returncode == 0
-
-    @property
-    def url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+    def popen(self, *argv: str, log: Path) -> subprocess.Popen[bytes]:
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                ["nsenter", "-t", str(self.holder.pid), "-m", *argv], stdout=out, stderr=subprocess.STDOUT
+            )
 
     def close(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         self.holder.kill()
         self.holder.wait(timeout=30)
         if self.holder.stdout is not None:
             self.holder.stdout.close()
 
 
-@pytest.mark.skipif(_pg_bindir() is None, reason="needs PostgreSQL's server binaries (initdb, pg_ctl)")
-def test_postgresql_on_a_full_disk_backs_off_is_unready_and_recovers_every_tick() -> None:
-    """The same outage with the database's data folder full. PostgreSQL refuses to extend a table, or stops
-    when it cannot write its WAL; the operator frees space (and starts it again if it stopped): schedctl
-    carries on without a restart and runs every tick of the outage once."""
+class _PostgresOnTmpfs:
+    """A throwaway PostgreSQL, run as `postgres`, whose data folder is a tmpfs; with ``wal_size`` its WAL is on
+    a tmpfs of its own, in 1 MiB segments, and that is the one the test fills (``full``)."""
+
+    def __init__(self, root: Path, size: str, wal_size: str | None = None) -> None:
+        bindir = _pg_bindir()
+        assert bindir is not None
+        self.bindir, self.root = bindir, root
+        self.data, self.wal, self.log = root / "pgdata", root / "pgwal", root / "postgres.log"
+        self.sock = root / "sock"
+        self.port = free_port()
+        mounts = {self.data: size} | ({self.wal: wal_size} if wal_size else {})
+        shutil.chown(root, "postgres", "postgres")
+        self.sock.mkdir()
+        shutil.chown(self.sock, "postgres", "postgres")
+        self.ns = _Namespace(mounts, "postgres")
+        self.full = self.ns.inside(self.wal if wal_size else self.data)
+        initdb = ["-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
+        if wal_size:
+            initdb += [f"--waldir={self.wal}/pg_wal", "--wal-segsize=1"]
+        done = self.ns.run(str(self.bindir / "initdb"), *initdb)
+        assert done.returncode == 0, done.stderr.decode()
+        self.start()
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off"
+        if self.wal.exists():
+            opts += " -c min_wal_size=2MB -c max_wal_size=4MB"
+        done = self.ns.run(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            opts,
+            "start",
+        )
+        assert done.returncode == 0, done.stderr.decode() + self.log.read_text()[-2000:]
+
+    def running(self) -> bool:
+        return self.ns.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "status").returncode == 0
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def close(self) -> None:
+        self.ns.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self.ns.close()
+
+
+class _MariaDBOnTmpfs:
+    """A throwaway MariaDB whose data folder (InnoDB's tablespaces and redo log, Aria's system tables) is a
+    tmpfs; a small redo log and buffer pool so that it fits."""
+
+    def __init__(self, root: Path, size: str) -> None:
+        self.root, self.data, self.log = root, root / "data", root / "mariadb.log"
+        self.port = free_port()
+        self.ns = _Namespace({self.data: size}, "mysql")
+        self.full = self.ns.inside(self.data)
+        self.proc: subprocess.Popen[bytes] | None = None
+        done = self.ns.run(
+            "mariadb-install-db", "--no-defaults", f"--datadir={self.data}", "--user=mysql", "--skip-test-db",
+            "--auth-root-authentication-method=normal", *self._sizes(), as_owner=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout.decode() + done.stderr.decode()
+        self.start()
+        made = subprocess.run(
+            ["mariadb", "-h127.0.0.1", f"-P{self.port}", "-uroot", "-e", "CREATE DATABASE full_disk"],
+            capture_output=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr.decode()
+
+    @staticmethod
+    def _sizes() -> list[str]:
+        return ["--innodb-log-file-size=8M", "--innodb-buffer-pool-size=32M", "--skip-log-bin"]
+
+    def start(self) -> None:
+        self.proc = self.ns.popen(
+            "mariadbd", "--no-defaults", f"--datadir={self.data}", "--user=mysql", f"--port={self.port}",
+            "--bind-address=127.0.0.1", f"--socket={self.root / 'sock'}", *self._sizes(), log=self.log,
+        )  # fmt: skip
+        until(self._answers, "MariaDB to answer", self.log, timeout=90, every=0.3)
+
+    def _answers(self) -> bool:
+        # The port opens before the server is ready for a handshake: ask it a question.
+        asked = subprocess.run(
+            ["mariadb", "-h127.0.0.1", f"-P{self.port}", "-uroot", "--connect-timeout=2", "-e", "SELECT 1"],
+            capture_output=True, timeout=10, check=False,
+        )  # fmt: skip
+        return asked.returncode == 0
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def url(self) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/full_disk"
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.ns.close()
+
+
+SERVERS = {
+    # PostgreSQL refuses to extend a table and keeps running
+    "postgresql-data": lambda root: _PostgresOnTmpfs(root, "96m"),
+    # PostgreSQL cannot write its WAL: it stops, and the operator (or systemd) starts it again
+    "postgresql-wal": lambda root: _PostgresOnTmpfs(root, "96m", wal_size="8m"),
+    "mariadb": lambda root: _MariaDBOnTmpfs(root, "160m"),
+}
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_a_database_on_a_full_disk_backs_off_is_unready_and_recovers_every_tick(server: str) -> None:
+    """The same outage with the database's own disk full. The operator frees space (and starts the server
+    again if it stopped): schedctl carries on without a restart and runs every tick of the outage once."""
+    if server.startswith("postgresql") and _pg_bindir() is None:
+        pytest.skip("needs PostgreSQL's server binaries (initdb, pg_ctl)")
+    if server == "mariadb" and shutil.which("mariadb-install-db") is None:
+        pytest.skip("needs MariaDB's server (mariadb-install-db, mariadbd)")
     import tempfile
 
-    root = Path(tempfile.mkdtemp(prefix="schedctl-pgfull-"))  # not tmp_path: 0700, and postgres must enter
+    root = Path(tempfile.mkdtemp(prefix="schedctl-dbfull-"))  # not tmp_path: 0700, and the server must enter
     root.chmod(0o755)
     ledger, log = root / "ledger", root / "serve.log"
-    pg = _PostgresOnTmpfs(root, "96m")
+    db = SERVERS[server](root)
     proc = None
     try:
         # Twenty per-second jobs: enough rows that a new page of job_runs is due every second or two, which is
-        # when PostgreSQL meets the full disk (a few rows fit in the pages it has).
+        # when the database meets the full disk (a few rows fit in the pages it has).
         (root / "jobs.toml").write_text(
             "".join(
                 f'[jobs.t{i:02d}]\nschedule = "* * * * * *"\ntimezone = "UTC"\ncatch_up = "all"\n'
                 f'max_catch_up = 1000\ncommand = "echo t{i:02d} $SCHEDCTL_SCHEDULED_FOR >> {ledger}"\n\n'
-                for i in range(JOBS_ON_POSTGRES)
+                for i in range(JOBS_ON_SERVER)
             )
         )
-        port = _free_port()
+        port = free_port()
         proc = serve(
-            "--migrate", "--db", pg.url, "--jobs", "jobs.toml", "--log-format", "json", "--metrics-port", str(port),
+            "--migrate", "--db", db.url, "--jobs", "jobs.toml", "--log-format", "json", "--metrics-port", str(port),
             log=log, stdout=subprocess.DEVNULL, cwd=root,
         )  # fmt: skip
-        _until(lambda: len(_job_ticks(ledger)) >= 3 * JOBS_ON_POSTGRES, "the first runs", log)
+        until(lambda: len(_job_ticks(ledger)) >= 3 * JOBS_ON_SERVER, "the first runs", log)
         subprocess.run(
-            ["dd", "if=/dev/zero", f"of={pg.inside / 'fill'}", "bs=1M"],
+            ["dd", "if=/dev/zero", f"of={db.full / 'fill'}", "bs=64k"],
             capture_output=True,
             timeout=60,
             check=False,
         )
-        assert os.statvfs(pg.inside).f_bavail == 0
-        _until(lambda: _ready(port)[0] == 503, "/readyz to say the database is not usable", log, timeout=30)
-        time.sleep(FULL_FOR)
-        (pg.inside / "fill").unlink()
-        freed = datetime.now().astimezone()
-        stopped = not pg.running()
-        if stopped:  # it could not write its WAL and shut down: what systemd or the operator does next
-            pg.start()
-        _until(
-            lambda: _ready(port)[0] == 200,
-            f"/readyz to recover (server restarted: {stopped})",
+        assert os.statvfs(db.full).f_bavail == 0
+        until(
+            lambda: _ready(port)[0] == 503,
+            "/readyz to say the database is not usable",
             log,
-            timeout=60,
+            db.log,
+            timeout=30,
+        )
+        time.sleep(FULL_FOR)
+        (db.full / "fill").unlink()
+        freed = datetime.now().astimezone()
+        stopped = not db.running()
+        if stopped:  # it could not write its WAL and shut down: what systemd or the operator does next
+            db.start()
+        until(
+            lambda: _ready(port)[0] == 200, f"/readyz to recover (server restarted: {stopped})", log, db.log
         )
         recovered = freed + timedelta(seconds=4)
-        _until(
+        until(
             lambda: max(t for _, t in _job_ticks(ledger)) >= recovered,
             "ticks after the disk came back",
             log,
-            timeout=60,
+            db.log,
         )
         assert proc.poll() is None, "recovered without a restart of schedctl"
         proc.send_signal(signal.SIGTERM)
@@ -306,21 +409,23 @@ def test_postgresql_on_a_full_disk_backs_off_is_unready_and_recovers_every_tick(
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
-        pg.close()
+        db.close()
     runs, said = _job_ticks(ledger), log.read_text()
+    print(f"{server}: server stopped and was started again: {stopped}")
     shutil.rmtree(root, ignore_errors=True)
     assert len(runs) == len(set(runs)), "a tick ran twice"
     first, last = min(t for _, t in runs), max(t for _, t in runs)
     span = int((last - first).total_seconds()) + 1
     expected = {
-        (f"t{i:02d}", first + timedelta(seconds=s)) for i in range(JOBS_ON_POSTGRES) for s in range(span)
+        (f"t{i:02d}", first + timedelta(seconds=s)) for i in range(JOBS_ON_SERVER) for s in range(span)
     }
     # The last second may be mid-dispatch at the stop: judge the ticks up to the one before it.
     missing = sorted(k for k in expected - set(runs) if k[1] < last)
     assert missing == [], f"ticks that never ran: {missing[:20]} ({len(missing)})"
     assert "Traceback" not in said
-    # The lease row's in-place UPDATE goes through while inserts fail: that must not read as recovered each
-    # time (it did: "reachable again", "became leader", "unavailable", "lost the lease" every half second).
+    # PostgreSQL's in-place UPDATE of the lease row goes through while inserts fail: that must not read as
+    # recovered each time (it did: "reachable again", "became leader", "unavailable", "lost the lease" every
+    # half second).
     events = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
     kinds = [e["event"] for e in events if e.get("level") in ("warning", "error")]
     for kind in set(kinds):

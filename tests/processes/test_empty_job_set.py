@@ -10,11 +10,10 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from launch import serve
+from launch import serve, until
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -29,13 +28,6 @@ def _serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], Path]:
         log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
     )  # fmt: skip
     return proc, log
-
-
-def _until(check: Callable[[], bool], what: str, log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
 
 
 def _succeeded(tmp_path: Path) -> int:
@@ -61,12 +53,12 @@ def test_an_emptied_job_file_is_refused_at_start_and_on_sighup(tmp_path: Path) -
     jobs.write_text(JOBS)
     proc, log = _serve(tmp_path)
     try:
-        _until(lambda: _succeeded(tmp_path) >= 1, "a first run", log)
+        until(lambda: _succeeded(tmp_path) >= 1, "a first run", log)
         jobs.write_text("")  # the truncated deploy
         proc.send_signal(signal.SIGHUP)
-        _until(lambda: "job files not reloaded" in log.read_text(), "the refused reload", log)
+        until(lambda: "job files not reloaded" in log.read_text(), "the refused reload", log)
         before = _succeeded(tmp_path)
-        _until(lambda: _succeeded(tmp_path) >= before + 2, "runs after the refused reload", log)
+        until(lambda: _succeeded(tmp_path) >= before + 2, "runs after the refused reload", log)
     finally:
         assert _stop(proc) == 0
     assert "defines no jobs, but the database knows 1" in log.read_text()
@@ -86,13 +78,13 @@ def test_allow_empty_starts_with_no_jobs_and_says_so(tmp_path: Path) -> None:
     jobs.write_text(JOBS)
     proc, log = _serve(tmp_path)
     try:
-        _until(lambda: _succeeded(tmp_path) >= 1, "a first run", log)
+        until(lambda: _succeeded(tmp_path) >= 1, "a first run", log)
     finally:
         _stop(proc)
     jobs.write_text("")
     proc, log = _serve(tmp_path, "--allow-empty")
     try:
-        _until(lambda: "none will be dispatched (--allow-empty)" in log.read_text(), "the warning", log)
+        until(lambda: "none will be dispatched (--allow-empty)" in log.read_text(), "the warning", log)
         assert proc.poll() is None
     finally:
         assert _stop(proc) == 0

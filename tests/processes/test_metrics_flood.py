@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from launch import serve
+from launch import free_port, serve
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -33,12 +33,6 @@ command = "true"
 HELD = 1000
 FD_LIMIT = 1024
 ATTACK_SECONDS = 10.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _runs(port: int, state: str) -> float:
@@ -106,7 +100,7 @@ def test_probes_and_jobs_survive_a_thousand_idle_connections(tmp_path: Path) -> 
         (HELD + 1000 if hard == resource.RLIM_INFINITY else min(hard, HELD + 1000), hard),
     )
     (tmp_path / "jobs.toml").write_text(JOBS)
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     proc = serve(
         "--role", "all", "--migrate", "--db", f"sqlite:///{tmp_path / 'schedctl.db'}",

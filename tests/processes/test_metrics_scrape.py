@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launch import serve
+from launch import free_port, serve
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
@@ -57,12 +56,6 @@ CONTRACT = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _get(port: int, path: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
@@ -100,7 +93,7 @@ class Scrape:
 @pytest.fixture
 def serving(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int, Path]]:
     (tmp_path / "jobs.toml").write_text(JOBS)
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "serve.log"
     proc = serve(
         "--role", "all", "--migrate", "--db", f"sqlite:///{tmp_path / 'schedctl.db'}",
@@ -200,7 +193,7 @@ def test_serve_exports_every_metric_with_sensible_values(
 
 def test_probes_answer_while_the_database_is_down(tmp_path: Path) -> None:
     """Live (the process is fine) but not ready: Kubernetes must stop routing, not restart it in a loop."""
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     proc = serve(
         "--role", "worker", "--db", "postgresql://schedctl:hunter2@127.0.0.1:1/nothing",

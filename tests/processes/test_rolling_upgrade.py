@@ -22,13 +22,12 @@ import sys
 import tarfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from io import BytesIO
 from pathlib import Path
 
 import pytest
-from launch import SCHEDCTL, child_env, serve
+from launch import SCHEDCTL, child_env, serve, until
 
 pytestmark = [pytest.mark.processes, pytest.mark.slow]
 
@@ -51,15 +50,6 @@ def _export_release(into: Path) -> Path:
     with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
         tar.extractall(into, filter="data")
     return into
-
-
-def _until(check: Callable[[], bool], what: str, logs: list[Path], timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            tails = "\n".join(f"== {p.name}\n{p.read_text()[-1500:]}" for p in logs if p.exists())
-            raise AssertionError(f"timed out waiting for {what}\n{tails}")
-        time.sleep(0.3)
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -115,8 +105,8 @@ def test_a_rolling_upgrade_from_the_release_loses_and_doubles_no_tick(db_url: st
         return {f"{n}.{v}" for n, v in versions.items() if procs[n].poll() is None}
 
     def truthful(step: str) -> None:
-        _until(
-            lambda: alive_in_registry() == running(), f"`workers` to list {sorted(running())} ({step})", logs
+        until(
+            lambda: alive_in_registry() == running(), f"`workers` to list {sorted(running())} ({step})", *logs
         )
         check = _cli("status", "--db", db_url, "--jobs", str(jobs), "--check")
         assert check.returncode == 0, f"{step}: {check.stdout}{check.stderr}"
@@ -127,8 +117,8 @@ def test_a_rolling_upgrade_from_the_release_loses_and_doubles_no_tick(db_url: st
         for name in ("s1", "s2", "w1", "w2"):
             start(name, old_env, "old")
             versions[name] = "old"
-        _until(
-            lambda: ledger.exists() and len(ledger.read_text().split("\n")) > 3 * len(JOBS), "old runs", logs
+        until(
+            lambda: ledger.exists() and len(ledger.read_text().split("\n")) > 3 * len(JOBS), "old runs", *logs
         )
         truthful("the release's cluster")
         # main's `db upgrade` against the running release: the schema is current, nothing changes.
@@ -149,8 +139,8 @@ def test_a_rolling_upgrade_from_the_release_loses_and_doubles_no_tick(db_url: st
         stopped = datetime.now(UTC)
         # Every tick dispatched before the stop runs: the workers drain the queue, then stop.
         last = stopped.replace(microsecond=0) - timedelta(seconds=2)
-        _until(
-            lambda: all((j, last) in _ticks(ledger) for j in JOBS), "the workers to run the last ticks", logs
+        until(
+            lambda: all((j, last) in _ticks(ledger) for j in JOBS), "the workers to run the last ticks", *logs
         )
         for name in ("w1", "w2"):
             procs[name].send_signal(signal.SIGTERM)

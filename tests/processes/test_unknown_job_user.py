@@ -11,12 +11,10 @@ import os
 import signal
 import sqlite3
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from launch import serve
+from launch import serve, until
 
 pytestmark = [
     pytest.mark.processes,
@@ -49,13 +47,6 @@ command = "true"
 """
 
 
-def _until(check: Callable[[], bool], what: str, log: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
 def _runs(tmp_path: Path, job_id: str) -> list[tuple[str, str | None]]:
     try:
         with sqlite3.connect(tmp_path / "schedctl.db", timeout=10) as conn:
@@ -82,19 +73,19 @@ def test_unknown_users_are_named_at_start_and_reload_and_their_runs_fail_saying_
         log=log, stdout=subprocess.DEVNULL, cwd=tmp_path,
     )  # fmt: skip
     try:
-        _until(lambda: len(_unknown_user_lines(log)) == 1, "the start-up line", log)
+        until(lambda: len(_unknown_user_lines(log)) == 1, "the start-up line", log)
         (line,) = _unknown_user_lines(log)
         assert line["level"] == "error" and line["user"] == GHOST
         assert line["message"] == (
             f"user '{GHOST}' does not exist on this host (--run-as-job-user): not run; 2 job(s) name it: "
             "ghost, ghost-too"
         )
-        _until(lambda: bool(_runs(tmp_path, "ghost")) and bool(_runs(tmp_path, "fine")), "runs", log)
+        until(lambda: bool(_runs(tmp_path, "ghost")) and bool(_runs(tmp_path, "fine")), "runs", log)
         state, detail = _runs(tmp_path, "ghost")[0]
         assert state == "failed" and f"user '{GHOST}' does not exist on this host" in (detail or "")
         assert all(state == "succeeded" for state, _ in _runs(tmp_path, "fine"))
         proc.send_signal(signal.SIGHUP)
-        _until(lambda: len(_unknown_user_lines(log)) == 2, "the line again on reload", log)
+        until(lambda: len(_unknown_user_lines(log)) == 2, "the line again on reload", log)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

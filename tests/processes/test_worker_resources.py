@@ -15,12 +15,10 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from launch import SCHEDCTL, serve
+from launch import SCHEDCTL, serve, until
 
 pytestmark = [
     pytest.mark.processes,
@@ -50,13 +48,6 @@ def _runs(db: Path) -> list[tuple[str, str, int, str | None]]:
 
 def _events(log: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-
-
-def _until(check: Callable[[], bool], what: str, log: Path, timeout: float = 40) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log.read_text()[-4000:]}"
-        time.sleep(0.2)
 
 
 def _failed_with(db: Path, reason: str) -> list[tuple[str, str, int, str | None]]:
@@ -98,8 +89,8 @@ def test_a_worker_out_of_file_descriptors_fails_the_runs_it_cannot_start_and_kee
     )
     reason = f"cannot start the command: the worker is out of file descriptors (EMFILE, ulimit -n {limit})"
     try:
-        _until(lambda: bool(_failed_with(db, reason)), "a run failed for want of descriptors", log)
-        _until(lambda: any(r[1] == "succeeded" for r in _runs(db)), "runs that did start to succeed", log)
+        until(lambda: bool(_failed_with(db, reason)), "a run failed for want of descriptors", log)
+        until(lambda: any(r[1] == "succeeded" for r in _runs(db)), "runs that did start to succeed", log)
         assert _logged_reason(log, reason)
         others = {r[3] for r in _runs(db) if r[1] == "failed"} - {reason}
         assert others == set(), others  # no other failure: nothing else in the worker ran out
@@ -141,8 +132,8 @@ def test_a_worker_at_its_process_limit_fails_the_runs_it_cannot_start_and_keeps_
     )  # fmt: skip
     reason = f"cannot start the command: the process limit is reached (EAGAIN, ulimit -u {limit})"
     try:
-        _until(lambda: bool(_failed_with(db, reason)), "a run failed at the process limit", log)
-        _until(lambda: any(r[1] == "succeeded" for r in _runs(db)), "runs that did start to succeed", log)
+        until(lambda: bool(_failed_with(db, reason)), "a run failed at the process limit", log)
+        until(lambda: any(r[1] == "succeeded" for r in _runs(db)), "runs that did start to succeed", log)
         assert _logged_reason(log, reason)
         _survives_and_stops(proc, log)
     finally:
@@ -184,7 +175,7 @@ command = "true"
     proc = serve(*SERVE[1:], log=log, stdout=subprocess.DEVNULL, cwd=tmp_path, program=program)
     try:
         retry_logged = lambda: any(e.get("event") == "run_retry_scheduled" for e in _events(log))  # noqa: E731
-        _until(retry_logged, "a first attempt that wrote its checkpoint", log)
+        until(retry_logged, "a first attempt that wrote its checkpoint", log)
         # The worker's view of its TMPDIR, from outside its mount namespace: fill it.
         inside = Path(f"/proc/{proc.pid}/root") / str(tmp).lstrip("/")
         subprocess.run(
@@ -197,11 +188,11 @@ command = "true"
         reason = (
             f"cannot start the command: no space left in the worker's folder {tmp / folder.name} (ENOSPC)"
         )
-        _until(lambda: bool(_failed_with(db, reason)), "a retry failed for want of space", log)
+        until(lambda: bool(_failed_with(db, reason)), "a retry failed for want of space", log)
         assert all(r[2] == 2 for r in _failed_with(db, reason))  # only retries carry a checkpoint
         assert _logged_reason(log, reason)
         more = lambda: len([r for r in _runs(db) if r[0] == "plain" and r[1] == "succeeded"]) > filled_at + 2  # noqa: E731
-        _until(more, "the plain job to go on running", log)
+        until(more, "the plain job to go on running", log)
         _survives_and_stops(proc, log)
     finally:
         _stop(proc)
