@@ -165,8 +165,15 @@ def main() -> int:
         bad_exit = {n: c for n, c in codes.items() if c not in (0, -signal.SIGKILL)}
         if bad_exit:
             report.fail(f"processes that did not exit 0 on SIGTERM: {bad_exit}")
+        # The audit reads every row at once: on an engine of its own, without the bounds serve's sessions
+        # carry (an idle-in-transaction limit of a few seconds cut it off on a loaded machine).
+        from sqlalchemy import create_engine
+
+        from schedctl.store import parse_url
+
+        audit = create_engine(parse_url(args.db))
         chaos.check(
-            store.engine,
+            audit,
             jobs,
             chaos.read_ledger(ledger),
             faults,
@@ -175,6 +182,7 @@ def main() -> int:
             report,
         )
         memory.report(began, report)
+        audit.dispose()
         store.dispose()
     except RuntimeError as exc:
         report.fail(f"harness: {exc}")

@@ -305,16 +305,24 @@ class Scheduler(Leadership):
                 del self._refusals[job_id]
         assert self._jobs is not None
         defer = not final or bool(self._unadvanced)
-        result = dispatch.dispatch(
-            self.store,
-            self._fence(),
-            batch,
-            self._jobs,
-            self.now(),
-            refusals,
-            advance=not defer,
-            row_values=self._row_values,
-        )
+        try:
+            result = dispatch.dispatch(
+                self.store,
+                self._fence(),
+                batch,
+                self._jobs,
+                self.now(),
+                refusals,
+                advance=not defer,
+                row_values=self._row_values,
+            )
+        except LeaseTooShort:
+            # Rolled back whole, and the term is still ours: the batch goes back to the front, written again
+            # once the lease is renewed. Dropped, its ticks were holes under a live term that no later pass
+            # revisits, since the plan has moved past them (the 30-minute soak on an overloaded MariaDB).
+            self._buffer[:0] = batch
+            self._refusals.update(refusals)
+            raise
         if result.queued:
             self.on_queued()
         # Counted once the pass's claims are all committed: the metrics need not delay the next batch.

@@ -267,3 +267,30 @@ def test_a_pass_that_fails_before_its_bookkeeping_loses_no_tick_and_claims_none_
     assert len(rows) == 120 and {(r[1], r[2]) for r in rows} == {(tick, "queued")}
     assert _watermarks(store) == {tick}
     s.resign()
+
+
+def test_a_batch_rolled_back_for_a_short_lease_is_written_after_the_renewal(store: Any) -> None:
+    """A pass that meets a lease too short to commit in is rolled back whole (the closing fence) while the
+    term is still ours. Its ticks must be written once the lease is renewed: the plan has moved past them, so
+    dropping the batch left holes that no later pass or take-over revisits."""
+    from schedctl.leader import lease
+
+    clock, jobs = FakeClock(T0), _jobs()
+    # Renewals far apart, so that the fire at 10:01 comes before one is due.
+    settings = SchedulerSettings(identity="first", lease_duration=300, renew_interval=100)
+    s = Scheduler(store, settings, lambda: jobs, clock, jobs=jobs, db_clock=False)
+    s.turn()
+    assert s.leading
+    term = lease.current(store).term
+    short = store.bounds.commit_margin - 1.0  # live for a second yet, inside the commit bound
+    assert lease.acquire_or_renew(store, "cron", "first", short).term == term
+    clock.advance(60)
+    s.turn()  # 10:01 is due: the dispatch is rolled back for the short lease
+    assert _ticks(store, "all") == []
+    s.turn()  # renews at once, then writes the batch it kept
+    assert lease.current(store).term == term
+    assert [t for t, _, _ in _ticks(store, "all")] == ["10:01"]
+    clock.advance(60)
+    s.turn()
+    assert [t for t, _, _ in _ticks(store, "all")] == ["10:01", "10:02"]
+    s.resign()
