@@ -49,8 +49,9 @@ def iso(at: datetime | None) -> str | None:
 )
 @instant_option(
     "--until",
-    "Look at ticks before this time (default: now minus the leader's catch-up grace). With JOB, the ticks "
-    "younger than the grace that have not run are listed as late, not missed.",
+    "Look at ticks before this time (default: now minus the leader's catch-up grace, and the skips the "
+    "leader recorded since). With JOB, the other ticks younger than the grace that have not run are listed "
+    "as late, not missed.",
 )
 @click.option("--check", is_flag=True, help="Exit 1 when any tick was missed (for monitoring).")
 @jobs_option
@@ -70,8 +71,10 @@ def missed(
 
     The default window starts when a scheduler first saw the job (or its first dispatch), at most 7 days
     back, and ends at now minus the catch-up grace the current leader recorded (`serve --catch-up-grace`): a
-    younger tick is late, not missed. With --until past that, the younger ticks that have not run are listed
-    with reason `late` (queued and waiting for a worker, or no leader since T); --check ignores them. Missed
+    younger tick is late, not missed, unless the leader already recorded it as skipped (listed at once, with
+    its reason: nothing about it can change). With --until past the grace, the other younger ticks that have
+    not run are listed with reason `late` (queued and waiting for a worker, or no leader since T); --check
+    ignores them. Missed
     ticks stay listed for `serve --keep-missed` (7d), whatever the run history limits. Times are UTC.
     """
     from schedctl.inspect.missed import TickState, missed_counts
@@ -239,8 +242,8 @@ def _say_what_is_left_to_the_leader(
     cutoff = now - timedelta(seconds=grace)
     if until > cutoff:
         click.echo(
-            f"ticks after {utc_text(cutoff)} UTC are younger than the leader's catch-up grace ({grace:g}s): "
-            f"late, not missed; {what}",
+            f"ticks after {utc_text(cutoff)} UTC not recorded as skipped are younger than the leader's catch-up "
+            f"grace ({grace:g}s): late, not missed; {what}",
             err=True,
         )
 

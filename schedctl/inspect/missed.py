@@ -4,6 +4,9 @@ A tick did not run when its row is ``skipped`` or when it has no row at all. A s
 reason; a tick without a row is explained from the job's state and events (not yet defined, paused, refused)
 and from the lease history (no scheduler held the lease). When a leader held the lease and recorded nothing,
 the reason says exactly that instead of guessing.
+
+A tick younger than the leader's catch-up grace without a row may still be dispatched (late), so it is not
+missed yet; one the leader recorded as skipped is missed at once, since nothing about it can change any more.
 """
 
 from __future__ import annotations
@@ -251,8 +254,9 @@ def missed(
     late: bool = False,
 ) -> list[MissedTick]:
     """The job's ticks in the window that did not run, oldest first, each with its reason. ``grace`` None:
-    the grace the latest leader recorded. ``late``: also list the ticks an explicit ``until`` reaches past
-    the grace, as ``late``."""
+    the grace the latest leader recorded. The window ends at the grace before now, but a younger tick the
+    leader recorded as skipped is listed too (up to ``until``). ``late``: also list the younger ticks that
+    have not run, as ``late``."""
     with store.read() as conn:
         found = gather(conn, [job], Lookup(now, since, until, grace, lease_name, late))
     return found.explain()[job.id]  # after the transaction: see store.snapshot
@@ -262,15 +266,16 @@ def _explain(
     job: Job,
     state: StateRecord | None,
     window: TickSpan,
-    late: TickSpan | None,
+    younger: TickSpan | None,
     found: Evidence,
     now: datetime,
     grace: float,
     fires_cache: FiresCache | None,
     fallback_grace: float = DEFAULT_CATCH_UP_GRACE,
+    late: bool = False,
 ) -> list[MissedTick]:
     """The missed ticks of one job from what the store holds about it. ``fallback_grace``: the grace of terms
-    that recorded none."""
+    that recorded none. ``late``: also list the ``younger`` ticks that have not run, as late."""
     rows = {r.scheduled_for: r for r in found.runs}
     events = found.events
     redefined = any(
@@ -298,29 +303,54 @@ def _explain(
         if row is None:
             kept = kept_ranges.at(tick)
             if kept is not None and kept.reason is not None:
-                skip = RunRecord(job.id, tick, RunState.SKIPPED, kept.reason, kept.reason_detail)
-                out.append(MissedTick(tick, kept.reason, _skipped_text(ctx, skip), RunState.SKIPPED))
+                out.append(_kept_skip(ctx, tick, kept.reason, kept.reason_detail))
             elif kept is not None or mark is None or tick >= mark:
                 code, text = _unrecorded(ctx, tick)
                 out.append(MissedTick(tick, str(code), text, None))
         elif row.state == RunState.SKIPPED:
-            out.append(
-                MissedTick(tick, row.reason or RunState.SKIPPED, _skipped_text(ctx, row), RunState.SKIPPED)
-            )
-    if late is not None:
-        out.extend(_late(ctx, late, rows, fires_cache))
+            out.append(_skip(ctx, row))
+    if younger is not None:
+        out.extend(_younger(ctx, younger, rows, kept_ranges, fires_cache, late))
     return out
 
 
-def _late(
-    ctx: _Context, late: TickSpan, rows: Mapping[datetime, RunRecord], cache: FiresCache | None
+def _skip(ctx: _Context, row: RunRecord) -> MissedTick:
+    return MissedTick(
+        row.scheduled_for, row.reason or RunState.SKIPPED, _skipped_text(ctx, row), RunState.SKIPPED
+    )
+
+
+def _kept_skip(ctx: _Context, tick: datetime, reason: str, detail: str | None) -> MissedTick:
+    return _skip(ctx, RunRecord(ctx.job.id, tick, RunState.SKIPPED, reason, detail))
+
+
+def _younger(
+    ctx: _Context,
+    span: TickSpan,
+    rows: Mapping[datetime, RunRecord],
+    kept_ranges: RangeIndex,
+    cache: FiresCache | None,
+    late: bool,
 ) -> list[MissedTick]:
-    """Ticks younger than the grace that have not run: queued and waiting for a worker, or not dispatched
-    yet (by a leader within its grace, or by none since the last one went)."""
+    """Ticks younger than the grace. One the leader recorded as skipped is missed at once, with its reason:
+    nothing about it can change any more (only `schedctl replay` requeues it). With ``late``, the others that
+    have not run are listed as late: queued and waiting for a worker, or not dispatched yet (by a leader
+    within its grace, or by none since the last one went)."""
+    ticks = {t for t, r in rows.items() if r.state == RunState.SKIPPED and span.after < t < span.until}
+    ticks.update(kept_ranges.ticks_in(span.after, span.until))
+    if late:
+        ticks.update(_fires(ctx.job, span, cache))
     out: list[MissedTick] = []
-    for tick in _fires(ctx.job, late, cache):
+    for tick in sorted(ticks):
         row = rows.get(tick)
-        if row is None:
+        kept = kept_ranges.at(tick) if row is None else None
+        if row is not None and row.state == RunState.SKIPPED:
+            out.append(_skip(ctx, row))
+        elif kept is not None and kept.reason is not None:
+            out.append(_kept_skip(ctx, tick, kept.reason, kept.reason_detail))
+        elif not late:
+            continue
+        elif row is None:
             gone = ctx.leases.last_end()
             if gone is not None:
                 text = (
@@ -333,10 +363,6 @@ def _late(
         elif row.state == RunState.QUEUED:
             text = f"queued at {clock_text(row.queued_at or tick, tick)}, waiting for a worker"
             out.append(MissedTick(tick, str(Reason.LATE), text, RunState.QUEUED, TickState.LATE))
-        elif row.state == RunState.SKIPPED:
-            out.append(
-                MissedTick(tick, row.reason or RunState.SKIPPED, _skipped_text(ctx, row), RunState.SKIPPED)
-            )
     return out
 
 
@@ -388,7 +414,7 @@ class Gathered:
             window, younger = r.windows[job.id]
             state, found = r.states.get(job.id), r.evidence[job.id]
             out[job.id] = _explain(
-                job, state, window, younger, found, r.now, r.grace, fires_cache, r.fallback
+                job, state, window, younger, found, r.now, r.grace, fires_cache, r.fallback, r.late
             )
         return out
 

@@ -19,7 +19,7 @@ from schedctl.store import history as h
 from schedctl.store import missedrecord as record
 from schedctl.store.eligibility import Stranded, stranded_runs
 from schedctl.store.rows import EventRecord, LeaseRecord, RangeRecord, RunRecord, StateRecord, TermRecord
-from schedctl.store.window import Lookup, TickSpan, late_window, resolve_window
+from schedctl.store.window import Lookup, TickSpan, resolve_window, younger_window
 
 # The events that explain a tick.
 MISSED_EVENTS = (EventKind.PAUSED, EventKind.RESUMED, EventKind.SCHEDULE_CHANGED)
@@ -49,8 +49,9 @@ class Evidence:
 
 @dataclass(frozen=True)
 class MissedReads:
-    """Everything ``missed`` reads for some jobs: each job's window (and late span), and what the store holds
-    about it. A job whose window is empty has no entry in ``windows`` nor ``evidence``."""
+    """Everything ``missed`` reads for some jobs: each job's window (and the span younger than the grace, see
+    ``younger_window``), and what the store holds about them. A job whose window and younger span are both
+    empty has no entry in ``windows`` nor ``evidence``."""
 
     states: Mapping[str, StateRecord]
     windows: Mapping[str, tuple[TickSpan, TickSpan | None]]
@@ -58,6 +59,7 @@ class MissedReads:
     now: datetime
     grace: float
     fallback: float  # the grace of terms that recorded none
+    late: bool = False  # list the younger ticks not recorded as skipped, as late (``Lookup.late``)
 
 
 def read_missed(
@@ -76,7 +78,7 @@ def read_missed(
     windows: dict[str, tuple[TickSpan, TickSpan | None]] = {}
     for job_id in ids:
         window = resolve_window(states.get(job_id), firsts.get(job_id), since, until, now, grace)
-        younger = late_window(window, until, now) if lookup.late else None
+        younger = younger_window(window, until, now)
         if window.after < window.until or younger is not None:
             windows[job_id] = (window, younger)
     evidence: dict[str, Evidence] = {}
@@ -98,7 +100,7 @@ def read_missed(
                 terms=cover.between(window.after, max(hi, now)),
                 events=events[job_id],
             )
-    return MissedReads(states, windows, evidence, now, grace, fallback)
+    return MissedReads(states, windows, evidence, now, grace, fallback, lookup.late)
 
 
 @dataclass(frozen=True)

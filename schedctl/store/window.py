@@ -26,7 +26,7 @@ class Lookup:
     until: datetime | None = None
     grace: float | None = None  # seconds; None: the grace the latest leader recorded
     lease_name: str = DEFAULT_LEASE_NAME  # whose terms say who led when
-    late: bool = False  # also the ticks an explicit ``until`` reaches past the grace, as late
+    late: bool = False  # also the unrecorded ticks an explicit ``until`` reaches past the grace, as late
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,19 @@ def resolve_window(
     grace: float = DEFAULT_CATCH_UP_GRACE,
 ) -> TickSpan:
     """The window a command looks at: the default, narrowed or moved by ``--since`` (inclusive) and ``--until``
-    (exclusive); never closer to now than the grace (younger ticks are late: see ``late_window``)."""
+    (exclusive); never closer to now than the grace (younger ticks: see ``younger_window``)."""
     base = default_window(state, first_dispatch, now, grace)
     after = base.after if since is None else since - TINY
     end = base.until if until is None else min(until, base.until)
     return TickSpan(after=after, until=end)
 
 
-def late_window(window: TickSpan, until: datetime | None, now: datetime) -> TickSpan | None:
-    """The ticks an explicit ``--until`` reaches past the grace: ``[window end, min(until, now))``."""
-    if until is None or until <= window.until:
+def younger_window(window: TickSpan, until: datetime | None, now: datetime) -> TickSpan | None:
+    """The ticks younger than the grace: ``[window end, until)``, ``until`` at most now (default: now, included).
+
+    The leader may still dispatch a tick there, so only what it already recorded (a skip) is missed; the
+    others are late, listed only for an explicit ``--until`` (``Lookup.late``)."""
+    end = now + TINY if until is None else min(until, now + TINY)
+    if end <= window.until:
         return None
-    return TickSpan(after=max(window.after, window.until - TINY), until=min(until, now))
+    return TickSpan(after=max(window.after, window.until - TINY), until=end)

@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import pytest
 from factories import add_runs, add_state, add_term
 
-from schedctl.inspect.missed import missed
+from schedctl.inspect.missed import missed, missed_counts
 from schedctl.inspect.replay import plan_replay
-from schedctl.inspect.status import job_status
+from schedctl.inspect.status import entry_reason, job_status
 from schedctl.jobs.job import CatchUp, Job
 
 MINUTELY = Job(id="minutely", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.ALL, command="true")
@@ -85,3 +85,69 @@ def test_an_until_past_the_grace_lists_the_younger_ticks_as_late_with_no_leader_
     assert ticks[0].reason_text.startswith("no leader since 12:10:30 (term 1, host-1:1:aa)")
     # An --until inside the grace changes nothing about what is missed.
     assert [t.state for t in missed(store, MINUTELY, None, T(12, 9), now, late=True)] == []
+
+
+# -- a recorded skip inside the grace (issue 30) -------------------------------------------------------------
+
+FORBID = Job(id="forbid", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="sleep 90")
+
+
+def seed_young_skips(store) -> None:
+    """A 300 s leader holds the lease; at 12:13:30 every tick after 12:08:30 is younger than its grace. It
+    recorded 12:11 as skipped (concurrency) and 12:12 as skipped (queue_full); 12:13 is not dispatched yet."""
+    with store.begin() as conn:
+        add_state(conn, FORBID, T(12, 0), T(12, 12))
+        add_runs(conn, FORBID, [T(12, m) for m in range(1, 11)])
+        add_runs(
+            conn,
+            FORBID,
+            [T(12, 11)],
+            "skipped",
+            reason="concurrency",
+            reason_detail='concurrency = "forbid": the run of 12:10:00 is still running',
+        )
+        add_runs(conn, FORBID, [T(12, 12)], "skipped", reason="queue_full", reason_detail="1 queued")
+        add_term(conn, 1, "host-1:1:aa", T(11, 55), T(12, 30), current=True, grace=300.0)
+
+
+def test_a_skip_the_leader_recorded_inside_the_grace_is_missed_at_once_with_its_reason(store):
+    seed_young_skips(store)
+    now = T(12, 13, 30)
+    ticks = missed(store, FORBID, None, None, now)
+    assert [(t.scheduled_for, t.reason_code, t.row_state, t.state) for t in ticks] == [
+        (T(12, 11), "concurrency", "skipped", "missed"),
+        (T(12, 12), "queue_full", "skipped", "missed"),
+    ]
+    assert ticks[0].reason_text == 'concurrency = "forbid": the run of 12:10:00 is still running'
+    # With an --until past the grace, the tick that may still run is late; the skips stay missed.
+    late = missed(store, FORBID, None, now, now, late=True)
+    assert [(t.scheduled_for, t.reason_code, t.state) for t in late] == [
+        (T(12, 11), "concurrency", "missed"),
+        (T(12, 12), "queue_full", "missed"),
+        (T(12, 13), "late", "late"),
+    ]
+    # An --until before them leaves them out, like any tick after the window.
+    assert missed(store, FORBID, None, T(12, 11), now) == []
+    (counts,) = missed_counts(store, [FORBID], now, grace=300.0)
+    assert (counts.count, dict(counts.reasons)) == (2, {"concurrency": 1, "queue_full": 1})
+
+
+def test_status_and_replay_agree_with_missed_about_a_young_skip(store):
+    seed_young_skips(store)
+    now = T(12, 13, 30)
+    s = job_status(store, FORBID, now)
+    assert [t.scheduled_for for t in s.missed] == [T(12, 11), T(12, 12)]
+    assert [(e.scheduled_for, e.state, entry_reason(e)[0]) for e in s.timeline[-2:]] == [
+        (T(12, 11), "missed", "concurrency"),
+        (T(12, 12), "missed", "queue_full"),
+    ]
+    # queue_full is no choice of the job's policy: the verdict says so now, not after the grace.
+    assert str(s.verdict_code) == "missed"
+    assert s.verdict.startswith(
+        "missed 1 tick (12:12): skipped: no worker had started the runs already queued"
+    )
+    plan = plan_replay(store, [FORBID], None, None, now)
+    assert [(t.scheduled_for, t.action) for t in plan.ticks] == [
+        (T(12, 11), "requeue"),
+        (T(12, 12), "requeue"),
+    ]
