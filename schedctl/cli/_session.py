@@ -1,5 +1,6 @@
 """The prologue the reporting commands share (`missed`, `replay`, `status`, `runs`, `pause`, `resume`, `next`):
-the job files, a store whose schema is current, the database's clock, and the time options read one way."""
+the job files (or, for `status` and `missed`, the definitions the leader stored), a store whose schema is
+current, the database's clock, and the time options read one way."""
 
 from __future__ import annotations
 
@@ -37,34 +38,18 @@ def load_selected(jobs_path: str, job_ids: Iterable[str], now: datetime) -> dict
 
 
 def jobs_for_report(jobs_path: str, job_ids: Iterable[str], now: datetime, store: Store) -> dict[str, Job]:
-    """The job files; or, when none was given (the default ./schedctl.toml does not exist), the jobs as the
-    database last saw them (job_state and the snapshots of the versions run rows name), said once on stderr."""
-    from pathlib import Path
-
+    """The jobs a report explains: from the job files, or, where they lack a job (or are missing, or define
+    none), as the leader stored it (``inspect.jobsource``); each note on where a definition came from is one
+    line on stderr."""
     from schedctl.cli._options import DEFAULT_JOBS
     from schedctl.cli._store import explained
-    from schedctl.errors import JobNotFound
-    from schedctl.text.printable import quoted
+    from schedctl.inspect.jobsource import report_jobs
 
-    if jobs_path != DEFAULT_JOBS or Path(jobs_path).exists():
-        return load_selected(jobs_path, job_ids, now)
-    from schedctl.store.definitions import jobs_from_database
-
-    wanted = list(dict.fromkeys(job_ids))
-    with explained(store), store.read() as conn:
-        found = jobs_from_database(conn, wanted, now)
-    for job_id in wanted:
-        if job_id not in found:
-            raise JobNotFound(
-                f"no job {quoted(job_id)} in the database, and no job file ({DEFAULT_JOBS} does not exist here; "
-                "give --jobs PATH or set SCHEDCTL_JOBS)"
-            )
-    click.echo(
-        f"no job file ({DEFAULT_JOBS} does not exist here; --jobs or SCHEDCTL_JOBS): "
-        f"{len(found)} jobs as the database last saw them",
-        err=True,
-    )
-    return found
+    with explained(store):
+        found = report_jobs(jobs_path, list(job_ids), now, store, default=jobs_path == DEFAULT_JOBS)
+    for note in found.notes:
+        click.echo(note, err=True)
+    return found.jobs
 
 
 def open_db(db_url: str) -> Store:

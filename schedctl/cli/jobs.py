@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -14,6 +15,7 @@ from schedctl.timing.timetext import ago, short_duration
 
 if TYPE_CHECKING:
     from schedctl.inspect.joblist import JobRow
+    from schedctl.store import Store
 
 _COLUMNS = ("ID", "SCHEDULE", "DESCRIPTION", "TIMEZONE", "CATCH-UP", "NEXT", "LEFT", "LAST", "STATE")
 _WIDE = ("CRON", "CONCURRENCY", "MAX-CATCH-UP", "PAUSED", "NEXT-UTC", "COMMAND")
@@ -29,14 +31,44 @@ def jobs(jobs_path: str, db_url: str, output: str, as_json: bool) -> None:
 
     SCHEDULE is the schedule in plain English (-o wide adds the CRON expression), DESCRIPTION the job's
     description (from a crontab: the comment above the line). NEXT is in the job's zone. LAST and STATE come from the database when one with a current schema is there,
-    and are `-` otherwise: this command never creates a database. Sorted by next fire.
+    and are `-` otherwise: this command never creates a database. Without job files (the path does not exist
+    or defines no jobs) it lists the jobs as the leader stored them in the database. Sorted by next fire.
     """
-    from schedctl.cli._store import open_store_if_present
+    from schedctl.cli._options import DEFAULT_JOBS
+    from schedctl.cli._store import explained, open_store_if_present
+    from schedctl.errors import StoreError
     from schedctl.inspect.joblist import list_jobs
-    from schedctl.jobs.config import load_jobs
+    from schedctl.inspect.jobsource import report_jobs
 
     now = datetime.now(UTC)
-    listing = list_jobs(load_jobs(jobs_path, now=now), now, lambda: open_store_if_present(db_url))
+    store, unreadable = None, None
+    try:
+        store = open_store_if_present(db_url)
+    except StoreError as exc:  # the job files alone still list; list_jobs says why LAST is missing
+        unreadable = exc
+
+    def database() -> Store | None:
+        if unreadable is not None:
+            raise unreadable
+        return store
+
+    try:
+        if store is not None:
+            with explained(store):
+                found = report_jobs(jobs_path, [], now, store, default=jobs_path == DEFAULT_JOBS)
+        else:
+            # No job file, and the database that would stand in for it is unreadable: say why it is.
+            if unreadable is not None and not Path(jobs_path).exists():
+                raise unreadable
+            found = report_jobs(jobs_path, [], now, None)
+            if unreadable is not None and not found.jobs:
+                raise unreadable
+        for note in found.notes:
+            click.echo(note, err=True)
+        listing = list_jobs(found.jobs, now, database)
+    finally:
+        if store is not None:
+            store.dispose()
     if listing.warning:
         click.echo(f"schedctl: warning: {listing.warning}", err=True)
     fmt = resolve_output(output, as_json)

@@ -373,10 +373,11 @@ def missed_counts(
     since: datetime | None = None,
     until: datetime | None = None,
     *,
-    grace: float = DEFAULT_CATCH_UP_GRACE,
+    grace: float | None = None,
     lease_name: str = DEFAULT_LEASE_NAME,
 ) -> list[MissedCount]:
-    """One count per job (each over its own window), in job id order."""
+    """One count per job (each over its own window), in job id order. ``grace`` None: the grace the latest
+    leader recorded, as `missed JOB` and `status` judge by."""
     items = sorted(jobs.values() if isinstance(jobs, Mapping) else jobs, key=lambda j: j.id)
     out: list[MissedCount] = []
     with store.read() as conn:

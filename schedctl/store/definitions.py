@@ -1,19 +1,22 @@
-"""What the database remembers of each job's definition: the schedule key ``job_state`` counts ticks by,
-and the snapshot of the job version each run row names (``job_versions``); ``jobs_from_database`` rebuilds jobs
-from them, for `status` and `missed` when no job file is given.
+"""What the database remembers of each job's definition: the schedule key ``job_state`` counts ticks by, and
+the job versions (``job_versions``) the leader writes before the ticks that name them; ``jobs_from_database``
+rebuilds jobs from them, so `status`, `missed` and `jobs` work on any pod that reaches the database.
 
-Each run row names the job version (and so the snapshot) its job had when the leader queued it, and ``job_state``
-the schedule key ticks were counted by; together they rebuild a job well enough to explain it. Reads two tables
-in bulk.
+The stored definition of a job is its version written last: the leader writes the version it dispatches
+before the first tick that names it and again every half ``VERSION_HOLD``, so in steady state this is the
+definition the leader runs the job with now (a `schedctl run` or `replay` from another job file writes its
+own, which is then the latest for a while). Together with ``job_state``'s schedule key it rebuilds a job well
+enough to explain it. Reads two tables in bulk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from schedctl.jobs.job import CatchUp, Concurrency, Job
@@ -42,31 +45,51 @@ def schedule_keys(conn: Connection, job_ids: Sequence[str]) -> dict[str, str]:
     return keys
 
 
-def newest_snapshots(conn: Connection, job_ids: Sequence[str], now: datetime) -> dict[str, dict[str, Any]]:
-    """Job id -> the snapshot of its newest run due by ``now``, for the ids that have one."""
-    snapshots: dict[str, dict[str, Any]] = {}
-    r, v = job_runs.c, job_versions.c
-    named = job_runs.join(job_versions, and_(v.job_id == r.job_id, v.version == r.version))
+@dataclass(frozen=True)
+class StoredVersion:
+    """The job version written last of a job, and when (the database's clock)."""
+
+    version: str
+    written_at: datetime
+
+
+def stored_versions(conn: Connection, job_ids: Sequence[str]) -> dict[str, StoredVersion]:
+    """Job id -> its version written last, for the ids that have one (without the snapshots: cheap to compare
+    a whole job set against)."""
+    out: dict[str, StoredVersion] = {}
+    v = job_versions.c
     for chunk in id_chunks(conn, list(job_ids)):
         rows = conn.execute(
-            select(r.job_id, v.snapshot)
-            .select_from(named)
-            .where(in_list(conn, r.job_id, chunk), r.scheduled_for <= now)
-            .order_by(r.job_id, r.scheduled_for)
+            select(v.job_id, v.version, v.written_at)
+            .where(in_list(conn, v.job_id, chunk))
+            .order_by(v.job_id, v.written_at, v.version)
         )
-        for row in rows:  # newest last: each job keeps its newest snapshot
-            snapshots[row.job_id] = row.snapshot or {}
-    return snapshots
+        for row in rows:  # latest last: each job keeps the one written last
+            out[row.job_id] = StoredVersion(row.version, row.written_at)
+    return out
 
 
-def jobs_from_database(conn: Connection, job_ids: Sequence[str], now: datetime) -> dict[str, Job]:
-    """The named jobs (every known one when none is named) rebuilt from job_state and their newest snapshot.
+def snapshots_of(conn: Connection, versions: Mapping[str, StoredVersion]) -> dict[str, dict[str, Any]]:
+    """Job id -> the snapshot of the given version of it."""
+    out: dict[str, dict[str, Any]] = {}
+    v = job_versions.c
+    for chunk in id_chunks(conn, list(versions)):
+        rows = conn.execute(select(v.job_id, v.version, v.snapshot).where(in_list(conn, v.job_id, chunk)))
+        for row in rows:
+            if versions[row.job_id].version == row.version:
+                out[row.job_id] = row.snapshot or {}
+    return out
+
+
+def jobs_from_database(conn: Connection, job_ids: Sequence[str]) -> dict[str, Job]:
+    """The named jobs (every known one when none is named) rebuilt from job_state and the snapshot of their
+    version written last.
 
     A job the database knows nothing about is left out; the caller says so.
     """
     ids = list(job_ids) or known_job_ids(conn)
     keys = schedule_keys(conn, ids)
-    snapshots = newest_snapshots(conn, ids, now)
+    snapshots = snapshots_of(conn, stored_versions(conn, ids))
     out: dict[str, Job] = {}
     for job_id in ids:
         job = _rebuild(job_id, keys.get(job_id), snapshots.get(job_id))

@@ -14,7 +14,7 @@ from schedctl.jobs.job import CatchUp, Concurrency, Job, RunState
 from schedctl.leader import lease
 from schedctl.leader.planner import Tick
 from schedctl.store import claims, pruning
-from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes
+from schedctl.store.dispatch import Fence, RowValues, StateChange, dispatch, record_changes, write_versions
 from schedctl.store.schema import job_runs, job_versions
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
@@ -159,17 +159,20 @@ def test_pruning_every_run_keeps_the_versions_written_within_the_hold(store: Any
     assert sorted(_versions(store)) == sorted([("j", values.of(old)[0]), ("j", values.of(new)[0])])
 
 
-def test_jobs_from_the_database_read_the_snapshot_of_their_newest_run(store: Any) -> None:
-    """`status`/`missed` without a job file rebuild each job from the version its newest run names."""
-    from schedctl.store.definitions import jobs_from_database
+def test_jobs_from_the_database_read_the_snapshot_of_their_version_written_last(store: Any) -> None:
+    """`status`/`missed`/`jobs` without a job file rebuild each job from the version written last: the one
+    the leader dispatches now, even before a run names it (it writes versions ahead of their ticks)."""
+    from schedctl.store.definitions import jobs_from_database, stored_versions
 
     fence = _lead(store)
     old = _job()
     record_changes(store, fence, [StateChange(old.id, "defined", old.schedule_key)], T0)
     values = RowValues()
     _dispatch(store, fence, [old], 1, values)
-    _dispatch(store, fence, [replace(old, command="echo new")], 2, values)
     with store.read() as conn:
-        now = jobs_from_database(conn, ["j"], T0 + timedelta(minutes=5))["j"]
-        then = jobs_from_database(conn, ["j"], T0 + timedelta(minutes=1, seconds=30))["j"]
-    assert (now.command, then.command) == ("echo new", "echo old")
+        assert jobs_from_database(conn, ["j"])["j"].command == "echo old"
+    new = replace(old, command="echo new")
+    write_versions(store, fence, [new], values)  # the leader's prewrite: no run names it yet
+    with store.read() as conn:
+        assert jobs_from_database(conn, [])["j"].command == "echo new"
+        assert stored_versions(conn, ["j"])["j"].version == values.of(new)[0]
