@@ -1,15 +1,24 @@
-"""Every file in examples/ parses, says what the issue asks of it, and names only commands the CLI has."""
+"""Every file in examples/ parses, says what the issue asks of it, names only commands the CLI has, and runs:
+every job file passes `schedctl validate`, the README's first example runs and prints what the README says,
+and the Kubernetes and systemd examples start the real `schedctl serve` with their own arguments and
+environment, answer their probes and stop cleanly on their stop signal."""
 
 from __future__ import annotations
 
 import configparser
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 import tomllib
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,10 +26,13 @@ from typing import Any
 import click
 import pytest
 import yaml
+from click.testing import CliRunner
+from launch import SCHEDCTL, child_env
 
 from schedctl.cli import cli
 
 REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
 EXAMPLES = REPO / "examples"
 SYSTEMD = EXAMPLES / "systemd"
 KUBERNETES = EXAMPLES / "kubernetes"
@@ -79,6 +91,32 @@ def test_configmap_jobs_load() -> None:
                     if key.endswith(".toml"):
                         found += len(loads_jobs(text, f"{_id(path)}:{key}"))
     assert found > 0
+
+
+# -- every job file passes `schedctl validate`, as the examples' comments say to check them ---------------------
+
+
+def _validate(*args: str, stdin: str | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["validate", *args], input=stdin)
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize("path", _files("*.toml"), ids=_id)
+def test_schedctl_validate_accepts_every_toml_example(path: Path) -> None:
+    code, output = _validate(str(path))
+    jobs = len(tomllib.loads(path.read_text())["jobs"])
+    assert (code, output.strip()) == (0, f"{path}: {jobs} jobs OK")
+
+
+def test_schedctl_validate_accepts_the_configmap_jobs_from_stdin() -> None:
+    """configmap.yaml says: check a change with `schedctl validate jobs.toml` (here: its text on stdin)."""
+    (doc,) = [d for p in _files("*.yaml") for d in _yaml_docs(p) if d["kind"] == "ConfigMap"]
+    for key, text in doc["data"].items():
+        code, output = _validate("-", stdin=text)
+        assert code == 0 and output.strip().endswith(f"{len(tomllib.loads(text)['jobs'])} jobs OK"), (
+            key,
+            output,
+        )
 
 
 # -- Kubernetes --------------------------------------------------------------------------------------------
@@ -384,3 +422,280 @@ def test_hook_header_values_cannot_inject_headers(tmp_path: Path) -> None:
     assert proc.returncode == 0
     headers = (tmp_path / "message").read_text().partition("\n\n")[0]
     assert not any(line.startswith("Bcc:") for line in headers.splitlines())
+
+
+# -- the examples run --------------------------------------------------------------------------------------
+
+
+def _readme_section(title: str) -> str:
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def _blocks(section: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _get(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (OSError, urllib.error.URLError):
+        return 0
+
+
+def _schedctl(argv: list[str]) -> list[str]:
+    """An example's `schedctl ...` (or `/opt/schedctl/bin/schedctl ...`) run with this checkout's schedctl."""
+    assert Path(argv[0]).name == "schedctl", argv
+    return [*SCHEDCTL, *argv[1:]]
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int, timeout: float) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _normalised(text: str) -> str:
+    return re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", "<instant>", text).strip()
+
+
+@pytest.mark.processes
+def test_the_readme_first_example_runs_and_prints_what_the_readme_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    section = _readme_section("Set up")
+    first = _blocks(section, "sh")[0].strip()
+    serve_words = shlex.split(next(part for part in first.split("&&") if " serve " in part))
+    (console,) = _blocks(section, "console")[:1]
+    command, *expected = console.strip().splitlines()
+    assert command.startswith("$ ") and expected, console
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            _schedctl(serve_words), cwd=tmp_path, env=child_env(), stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        # The job runs every 10 s: its first run has ended within 10 s of the start (40 s on a loaded machine).
+        # The README's command runs in this process, from the folder serve runs in (a child costs seconds of
+        # start-up here); the runner's output is what the terminal shows, stderr and stdout in order.
+        monkeypatch.chdir(tmp_path)
+        argv = shlex.split(command[2:])
+        assert Path(argv[0]).name == "schedctl", command
+        deadline = time.monotonic() + 40
+        shown = ""
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            if (tmp_path / "schedctl.db").exists():
+                result = CliRunner().invoke(cli, argv[1:], env={"SCHEDCTL_DATABASE_URL": None})
+                shown = result.output
+                if result.exit_code == 0 and ": succeeded" in shown:
+                    break
+            time.sleep(0.3)
+        assert _normalised(shown) == _normalised("\n".join(expected)), shown
+        assert "run succeeded" in log.read_text()
+    finally:
+        # Ctrl-C in its terminal, as the README says.
+        code = _stop(proc, signal.SIGINT, 20)
+    assert code == 0, log.read_text()
+
+
+def _wait_ready(
+    procs: dict[str, tuple[subprocess.Popen[bytes], int, list[str], Path]], timeout: float
+) -> None:
+    """Every process answers each of its probe paths with 200."""
+    deadline = time.monotonic() + timeout
+    waiting = dict(procs)
+    while waiting and time.monotonic() < deadline:
+        for name, (proc, port, paths, log) in list(waiting.items()):
+            assert proc.poll() is None, f"{name} exited {proc.returncode}:\n{log.read_text()}"
+            if all(_get(port, path) == 200 for path in paths):
+                del waiting[name]
+        time.sleep(0.2)
+    assert not waiting, {name: log.read_text()[-2000:] for name, (_, _, _, log) in waiting.items()}
+
+
+def _workers(db: str) -> dict[str, dict[str, Any]]:
+    listed = CliRunner().invoke(cli, ["workers", "--json", "--db", db])
+    assert listed.exit_code == 0, listed.output
+    return {w["identity"]: w for w in json.loads(listed.stdout)}
+
+
+def _one_shot(argv: list[str], env: dict[str, str]) -> None:
+    """A one-shot example command (`schedctl db upgrade`), in this process: as a child it costs seconds of
+    start-up on a loaded machine, and what it does is the same."""
+    assert Path(argv[0]).name == "schedctl", argv
+    done = CliRunner().invoke(cli, argv[1:], env={k: v for k, v in env.items() if k.startswith("SCHEDCTL_")})
+    assert done.exit_code == 0, done.output
+
+
+def _with_port(argv: list[str], port: int) -> list[str]:
+    """The argv with its metrics port replaced (several examples share 9464) and bound to loopback."""
+    out = list(argv)
+    out[out.index("--metrics-port") + 1] = str(port)
+    if "--metrics-host" in out:
+        out[out.index("--metrics-host") + 1] = "127.0.0.1"  # a test does not listen on every interface
+    return out
+
+
+@pytest.mark.processes
+def test_the_kubernetes_examples_run_as_written(tmp_path: Path) -> None:
+    """The migrate Job, then the scheduler and worker Deployments' containers, each with its command, its env
+    (the Secret's URL, the pod name) and its ConfigMap mount, until the kubelet's probes would pass."""
+    db = f"sqlite:///{tmp_path / 'schedctl.db'}"
+    docs = [doc for path in sorted(KUBERNETES.glob("*.yaml")) for doc in _yaml_docs(path)]
+    configmaps = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
+
+    def env_of(container: dict[str, Any], pod: str) -> dict[str, str]:
+        env = child_env()
+        for var in container.get("env", []):
+            source = var.get("valueFrom", {})
+            if "secretKeyRef" in source:
+                env[var["name"]] = db  # what `kubectl create secret ... --from-literal=url=` holds
+            elif source.get("fieldRef", {}).get("fieldPath") == "metadata.name":
+                env[var["name"]] = pod
+            else:
+                env[var["name"]] = str(var["value"])
+        return env
+
+    def mounted(argv: list[str], container: dict[str, Any], spec: dict[str, Any]) -> list[str]:
+        """The argv with each ConfigMap mount path replaced by a folder holding the ConfigMap's files."""
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for mount in container.get("volumeMounts", []):
+            folder = tmp_path / mount["name"]
+            folder.mkdir(exist_ok=True)
+            for key, text in configmaps[volumes[mount["name"]]["configMap"]["name"]]["data"].items():
+                (folder / key).write_text(text)
+            argv = [a.replace(mount["mountPath"].rstrip("/"), str(folder)) for a in argv]
+        return argv
+
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    (migrate,) = job["spec"]["template"]["spec"]["containers"]
+    done = subprocess.run(
+        _schedctl(_argv(migrate)),
+        env=env_of(migrate, "schedctl-db-upgrade-x"),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+    procs: dict[str, tuple[subprocess.Popen[bytes], int, list[str], Path]] = {}
+    graces = {}
+    try:
+        for deployment in _deployments().values():
+            spec = deployment["spec"]["template"]["spec"]
+            container = _container(deployment)
+            pod = f"{deployment['metadata']['name']}-0"
+            port = _free_port()
+            argv = mounted(_with_port(_argv(container), port), container, spec)
+            log = tmp_path / f"{pod}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    _schedctl(argv), env=env_of(container, pod), stdout=out, stderr=subprocess.STDOUT
+                )
+            paths = [container[probe]["httpGet"]["path"] for probe in ("livenessProbe", "readinessProbe")]
+            procs[pod] = (proc, port, paths, log)
+            graces[pod] = spec["terminationGracePeriodSeconds"]
+        _wait_ready(procs, 60)
+        workers = _workers(db)
+        for pod in procs:  # SCHEDCTL_IDENTITY from the pod name
+            assert workers[pod]["state"] == "alive", workers
+    finally:
+        codes = {pod: _stop(proc, signal.SIGTERM, graces.get(pod, 30)) for pod, (proc, *_) in procs.items()}
+    assert set(codes.values()) == {0}, {pod: log.read_text()[-2000:] for pod, (*_, log) in procs.items()}
+
+
+@pytest.mark.processes
+def test_the_systemd_units_run_as_written(tmp_path: Path) -> None:
+    """Each unit's ExecStart with the EnvironmentFile's variables (the URL pointed at SQLite, the job file at
+    examples/schedctl.toml), after the `schedctl db upgrade` the README's step 4 runs; stopped with its
+    KillSignal within its TimeoutStopSec."""
+    from schedctl.timing.timetext import parse_duration
+
+    env = child_env()
+    for line in (SYSTEMD / "schedctl.env").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, _, value = line.partition("=")
+            env[name] = value
+    assert {"SCHEDCTL_DATABASE_URL", "SCHEDCTL_JOBS"} <= set(env)
+    env["SCHEDCTL_DATABASE_URL"] = f"sqlite:///{tmp_path / 'schedctl.db'}"
+    env["SCHEDCTL_JOBS"] = str(EXAMPLES / "schedctl.toml")
+    _one_shot(["schedctl", "db", "upgrade"], env)
+
+    procs: dict[str, tuple[subprocess.Popen[bytes], int, list[str], Path]] = {}
+    stops = {}
+    try:
+        for path in UNITS:
+            service = _unit(path)["Service"]
+            port = _free_port()
+            log = tmp_path / f"{path.stem}.log"
+            with open(log, "wb") as out:
+                proc = subprocess.Popen(
+                    _schedctl(_with_port(shlex.split(service["ExecStart"]), port)),
+                    env=env,
+                    cwd=tmp_path,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            procs[path.stem] = (proc, port, ["/livez", "/readyz"], log)
+            assert service["KillSignal"] == "SIGTERM"
+            stops[path.stem] = parse_duration(service["TimeoutStopSec"])
+        _wait_ready(procs, 60)
+        roles = {(w["role"], w["state"]) for w in _workers(env["SCHEDCTL_DATABASE_URL"]).values()}
+        assert roles == {("scheduler", "alive"), ("worker", "alive")}, roles
+    finally:
+        codes = {name: _stop(proc, signal.SIGTERM, stops.get(name, 30)) for name, (proc, *_) in procs.items()}
+    assert set(codes.values()) == {0}, {name: log.read_text()[-2000:] for name, (*_, log) in procs.items()}
+
+
+# Which test runs each example: a new file under examples/ needs a line here, and so a test that runs it.
+_RUNNERS = {
+    "schedctl.toml": "test_the_readme_first_example_runs_and_prints_what_the_readme_says",
+    "crontabs/*": "tests/cli/test_import_export.py",  # the README's imports, compared with the TOML
+    "hooks/*": "tests/processes/test_mail_hook.py",  # the hook, run by a real worker's failed run
+    "kubernetes/*.yaml": "test_the_kubernetes_examples_run_as_written",
+    "systemd/*": "test_the_systemd_units_run_as_written",
+}
+
+
+def test_every_example_file_has_a_test_that_runs_it() -> None:
+    from fnmatch import fnmatch
+
+    for path in sorted(p for p in EXAMPLES.rglob("*") if p.is_file()):
+        assert any(fnmatch(_id(path), pattern) for pattern in _RUNNERS), f"{_id(path)}: no test runs it"
+    for runner in _RUNNERS.values():
+        assert runner in globals() or (REPO / runner).is_file(), runner
+
+
+def test_the_crontab_examples_readme_commands_are_the_ones_tested() -> None:
+    """tests/cli/test_import_export.py runs examples/crontabs/README.md's imports from its own table: the same."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_export", REPO / "tests/cli/test_import_export.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (block,) = _blocks((EXAMPLES / "crontabs" / "README.md").read_text(), "sh")
+    documented = {}
+    for line in block.splitlines():
+        words = shlex.split(line, comments=True)
+        if words[:2] == ["schedctl", "import"]:
+            out = words.index("-o")
+            documented[words[out + 1]] = words[2:out] + [w for w in words[out + 2 :] if w != "--force"]
+    assert documented == module.EXAMPLE_IMPORTS
