@@ -671,6 +671,7 @@ _RUNNERS = {
     "hooks/*": "tests/processes/test_mail_hook.py",  # the hook, run by a real worker's failed run
     "kubernetes/*.yaml": "test_the_kubernetes_examples_run_as_written",
     "systemd/*": "test_the_systemd_units_run_as_written",
+    "tour/*": "tests/processes/test_tour.py",  # the README tour imports and runs them
 }
 
 
