@@ -574,6 +574,10 @@ def test_the_kubernetes_examples_run_as_written(tmp_path: Path) -> None:
                 env[var["name"]] = str(var["value"])
         return env
 
+    def argv_of(container: dict[str, Any]) -> list[str]:
+        # Without `command`, the image's entrypoint (schedctl) runs the `args`.
+        return _argv(container) if container.get("command") else ["schedctl", *_argv(container)]
+
     def mounted(argv: list[str], container: dict[str, Any], spec: dict[str, Any]) -> list[str]:
         """The argv with each ConfigMap mount path replaced by a folder holding the ConfigMap's files."""
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
@@ -603,7 +607,7 @@ def test_the_kubernetes_examples_run_as_written(tmp_path: Path) -> None:
             container = _container(deployment)
             pod = f"{deployment['metadata']['name']}-0"
             port = _free_port()
-            argv = mounted(_with_port(_argv(container), port), container, spec)
+            argv = mounted(_with_port(argv_of(container), port), container, spec)
             log = tmp_path / f"{pod}.log"
             with open(log, "wb") as out:
                 proc = subprocess.Popen(
