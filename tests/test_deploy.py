@@ -26,9 +26,7 @@ import yaml
 from launch import serve
 from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = [pytest.mark.processes]
-
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 ALERTS = REPO / "deploy" / "prometheus" / "alerts.yaml"
 # promtool evaluates every rule at every evaluation_interval: the cases that span days are evaluated hourly.
 ALERT_TESTS = [
@@ -181,6 +179,7 @@ def test_every_alert_has_a_case_where_it_fires_and_one_where_it_does_not() -> No
         assert any(not case["exp_alerts"] for case in mine), f"{rule['alert']}: no case where it is quiet"
 
 
+@pytest.mark.processes
 def test_the_alert_rules_name_only_metrics_serve_exports(exported: dict[str, set[str]]) -> None:
     known = _all_names(exported)
     for rule in _rules():
@@ -257,6 +256,7 @@ def test_the_dashboard_uses_a_datasource_variable_everywhere() -> None:
                 cells[(x, y)] = panel["title"]
 
 
+@pytest.mark.processes
 def test_every_dashboard_query_names_only_exported_metrics_and_shows_every_schedctl_metric(
     exported: dict[str, set[str]],
 ) -> None:
