@@ -79,7 +79,12 @@ def test_the_readme_tour_runs_as_written(db_url: str, tmp_path: Path):
             line = f"export SCHEDCTL_DATABASE_URL={shlex.quote(tour_url)}"
         script += [f"echo '{MARK} {n}' >&2; echo '{MARK} {n}'", line, f'echo "{MARK} rc=$?"']
         if line.split("#")[0].rstrip().endswith("&"):
-            script.append("sleep 3")
+            # Typed a few seconds apart; on a loaded machine, wait (bounded) for what the next lines look at.
+            log = re.search(r"2>(\S+)", line)
+            said = "became leader" if "--role scheduler" in line else "serve starting"
+            if log:
+                script.append(f"for i in $(seq 60); do grep -q '{said}' {log[1]} && break; sleep 0.5; done")
+            script.append("sleep 1")
         if line.startswith("kill "):
             # Typed a while after `schedctl run`; on a loaded machine, wait (bounded) for the run to end first.
             script[-2:-2] = [
