@@ -142,11 +142,18 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     help="Keep skipped and missed ticks this long for `missed`/`replay`, whatever the history limits.",
 )
 @click.option(
-    "--metrics-port", type=click.IntRange(min=0, max=65535), help="Serve /metrics, /livez, /readyz here."
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    # The image sets it, so its HEALTHCHECK probes the port that serve listens on.
+    envvar="SCHEDCTL_METRICS_PORT",
+    show_envvar=True,
+    help="Serve /metrics, /livez, /readyz here.",
 )
 @click.option(
     "--metrics-host",
     default="127.0.0.1",
+    envvar="SCHEDCTL_METRICS_HOST",
+    show_envvar=True,
     show_default=True,
     help="Address the metrics port binds (0.0.0.0 for Kubernetes probes).",
 )
