@@ -215,6 +215,66 @@ def test_scheduler_mounts_the_job_configmap() -> None:
     assert Path(jobs).name in configmaps[volume["configMap"]["name"]]["data"]
 
 
+IMAGE_VARIABLE = "${SCHEDCTL_IMAGE}"
+_README_ENVSUBST = re.compile(
+    r"^\s*envsubst '\$SCHEDCTL_IMAGE' < (examples/kubernetes/\S+\.yaml) \| kubectl apply -f -$", re.M
+)
+
+
+def _kubernetes_containers() -> dict[str, list[dict[str, Any]]]:
+    return {
+        _id(path): [c for doc in _yaml_docs(path) for c in _containers(doc)]
+        for path in sorted(KUBERNETES.glob("*.yaml"))
+    }
+
+
+def test_every_kubernetes_container_runs_the_image_named_by_the_variable() -> None:
+    found = {where: [c["image"] for c in cs] for where, cs in _kubernetes_containers().items() if cs}
+    assert set(found) == {
+        "kubernetes/migrate-job.yaml",
+        "kubernetes/scheduler.yaml",
+        "kubernetes/worker.yaml",
+    }
+    assert all(images == [IMAGE_VARIABLE] for images in found.values()), found
+
+
+def test_the_readme_substitutes_the_image_in_every_manifest_it_applies(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    applied = _README_ENVSUBST.findall(readme)
+    with_image = {f"examples/{where}" for where, cs in _kubernetes_containers().items() if cs}
+    # Deploying applies each manifest that runs the image through envsubst; none is applied raw.
+    assert with_image <= set(applied), applied
+    assert not re.search(
+        r"kubectl apply (-f \S+ )*-f examples/kubernetes/(migrate-job|scheduler|worker)", readme
+    )
+    envsubst = shutil.which("envsubst")
+    if envsubst is None:
+        pytest.skip("envsubst (gettext-base) is not installed")
+    image = "registry.example.com/team/schedctl:1.2.3"
+    for manifest in sorted(set(applied)):
+        with open(REPO / manifest) as source:
+            out = subprocess.run(
+                [envsubst, "$SCHEDCTL_IMAGE"],
+                stdin=source,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env={"PATH": os.environ.get("PATH", ""), "SCHEDCTL_IMAGE": image},
+            ).stdout
+        assert "${" not in out, manifest
+        images = [c["image"] for doc in yaml.safe_load_all(out) if doc for c in _containers(doc)]
+        assert images and set(images) == {image}, (manifest, images)
+
+
+def test_the_pods_run_as_the_images_user() -> None:
+    (user,) = re.findall(r"^USER (\d+):(\d+)$", (REPO / "Containerfile").read_text(), re.M)
+    for where, containers in _kubernetes_containers().items():
+        for container in containers:
+            context = container.get("securityContext")
+            if context is not None and "runAsUser" in context:
+                assert context["runAsUser"] == int(user[0]), where
+
+
 # -- systemd -----------------------------------------------------------------------------------------------
 
 UNITS = sorted(SYSTEMD.glob("*.service"))
