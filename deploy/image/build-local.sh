@@ -106,11 +106,13 @@ secret=()
 say "building $image on $base"
 # chroot isolation: RUN needs no OCI runtime, cgroup or rlimit changes (root here may not raise rlimits,
 # and crun refuses a hybrid cgroup hierarchy); host network: the build reaches PyPI as this host does.
-if [ "$builder" = buildah ]; then
-    buildah bud --quiet --layers --format docker --isolation chroot --network host --build-arg "BASE=$base" \
-        "${secret[@]}" -t "$image" -f "$repo/Containerfile" "$repo" >/dev/null
-else
-    podman build --quiet --layers --format docker --isolation chroot --network host --build-arg "BASE=$base" \
-        "${secret[@]}" -t "$image" -f "$repo/Containerfile" "$repo" >/dev/null
-fi
+# The dependency stage is tagged first, so the layers that the next build reuses are named images, not
+# anonymous ones that a clean-up of dangling images would take.
+build() {
+    if [ "$builder" = buildah ]; then set -- buildah bud "$@"; else set -- podman build "$@"; fi
+    "$@" --quiet --layers --format docker --isolation chroot --network host --build-arg "BASE=$base" \
+        "${secret[@]}" -f "$repo/Containerfile" "$repo" >/dev/null
+}
+build --target deps -t localhost/schedctl-deps:latest
+build -t "$image"
 echo "$image"

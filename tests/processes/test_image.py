@@ -76,15 +76,42 @@ def image() -> Iterator[str]:
     if reason:
         pytest.skip(reason)
     name = f"localhost/schedctl-test:{os.getpid()}"
+    before = _unnamed_images()
     started = time.monotonic()
-    proc = subprocess.run([str(BUILD), name], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    assert proc.stdout.splitlines()[-1] == name
-    print(f"image {name} built in {time.monotonic() - started:.0f}s")
     try:
+        proc = subprocess.run([str(BUILD), name], capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+        assert proc.stdout.splitlines()[-1] == name
+        print(f"image {name} built in {time.monotonic() - started:.0f}s")
         yield name
     finally:
         _podman("rmi", "--force", name, check=False)
+        _remove_unnamed_images_since(before)
+
+
+def _images() -> list[dict[str, Any]]:
+    ids = _podman("images", "--all", "--quiet", "--no-trunc", timeout=60).stdout.split()
+    if not ids:
+        return []
+    images: list[dict[str, Any]] = json.loads(_podman("image", "inspect", *ids, timeout=60).stdout)
+    return images
+
+
+def _unnamed_images() -> set[str]:
+    return {image["Id"] for image in _images() if not image["RepoTags"]}
+
+
+def _remove_unnamed_images_since(before: set[str]) -> None:
+    """The build's anonymous images (each CI run would leave some 70 MB behind), but not the steps that lead
+    to a named image (the dependency stage, the base): the next build finds its cached layers through them.
+    """
+    images = _images()
+    named = [image["RootFS"]["Layers"] for image in images if image["RepoTags"]]
+    for image in images:
+        layers = image["RootFS"]["Layers"]
+        if image["RepoTags"] or image["Id"] in before or any(layers == n[: len(layers)] for n in named):
+            continue
+        _podman("rmi", "--force", image["Id"], check=False, timeout=60)
 
 
 class Containers:
