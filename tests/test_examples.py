@@ -266,6 +266,15 @@ def test_the_readme_substitutes_the_image_in_every_manifest_it_applies(tmp_path:
         assert images and set(images) == {image}, (manifest, images)
 
 
+def test_no_service_link_can_set_the_metrics_port() -> None:
+    # Kubernetes gives every pod NAME_PORT=tcp://IP:PORT for each Service: one named schedctl-metrics
+    # would hand serve SCHEDCTL_METRICS_PORT=tcp://..., which it refuses.
+    for path in sorted(KUBERNETES.glob("*.yaml")):
+        for doc in _yaml_docs(path):
+            if doc["kind"] in ("Deployment", "Job"):
+                assert doc["spec"]["template"]["spec"]["enableServiceLinks"] is False, _id(path)
+
+
 def test_the_pods_run_as_the_images_user() -> None:
     (user,) = re.findall(r"^USER (\d+):(\d+)$", (REPO / "Containerfile").read_text(), re.M)
     for where, containers in _kubernetes_containers().items():
