@@ -79,7 +79,7 @@ def image() -> Iterator[str]:
     before = _unnamed_images()
     started = time.monotonic()
     try:
-        proc = subprocess.run([str(BUILD), name], capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(["bash", str(BUILD), name], capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
         assert proc.stdout.splitlines()[-1] == name
         print(f"image {name} built in {time.monotonic() - started:.0f}s")
