@@ -79,7 +79,7 @@ class ReadinessCheck:
             return Readiness(True, "ok (no database)")
         failing = health.store_failures()
         if failing:
-            said = "; ".join(f"{loop}: {_one_line(Exception(why))}" for loop, why in failing.items())
+            said = "; ".join(f"{loop}: {_first_line(why, 'failing')}" for loop, why in failing.items())
             return Readiness(False, f"database writes failing: {said}")
         try:
             from schedctl.store import access, migrate
@@ -97,15 +97,17 @@ class ReadinessCheck:
                 )
             access.require_writes(self.store)  # answering but refusing our writes is not ready either
         except Exception as exc:  # any failure is "not ready", said in one line; the process stays up
-            return Readiness(False, f"database not usable: {_one_line(exc)}")
+            return Readiness(False, f"database not usable: {_first_line(str(exc), type(exc).__name__)}")
         return Readiness(True, "ok")
 
 
-def _one_line(exc: BaseException) -> str:
+def _first_line(text: str, otherwise: str) -> str:
+    """A driver's message may run to several lines (the SQL, a hint): the probe answers with the first, with
+    any password in it masked, or ``otherwise`` when there is none."""
     from schedctl.observability.logging import mask_secrets
 
-    text = str(exc).strip().splitlines()
-    return mask_secrets(text[0] if text else type(exc).__name__)
+    lines = text.strip().splitlines()
+    return mask_secrets(lines[0] if lines else otherwise)
 
 
 def connection_cap(cap: int = MAX_CONNECTIONS) -> int:
