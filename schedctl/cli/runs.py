@@ -126,16 +126,31 @@ def run(job_id: str, jobs_path: str, db_url: str) -> None:
 @click.option(
     "--raw", is_flag=True, help="Print the output as stored even on a terminal (control characters included)."
 )
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Follow the run's output while it runs (default run: the one running, else the next queued) and "
+    "exit 0 when it ends; its outcome is the last line on stderr.",
+)
 @db_option
-def logs(job_id: str, scheduled_for: datetime | None, raw: bool, db_url: str) -> None:
+def logs(job_id: str, scheduled_for: datetime | None, raw: bool, follow: bool, db_url: str) -> None:
     """Print the stored output tail of a run of JOB (default: its latest run that started).
 
     On a terminal, control characters other than newline and tab are shown escaped (\\x1b); in a pipe, or
-    with --raw, the output is exactly as stored."""
+    with --raw, the output is exactly as stored. With -f, new output is printed as the worker stores it
+    (every `serve --output-interval`, 2s by default) until the run ends; a retry's output follows."""
     from schedctl.cli._store import explained, open_checked_store
     from schedctl.store.runs import resolve_tick, run_output
 
     store = open_checked_store(db_url)
+    if follow:
+        try:
+            with explained(store):
+                _follow(store, job_id, scheduled_for, raw)
+        finally:
+            store.dispose()
+        return
     try:
         with explained(store):
             if scheduled_for is not None:
@@ -151,6 +166,35 @@ def logs(job_id: str, scheduled_for: datetime | None, raw: bool, db_url: str) ->
     click.echo(escape_controls(header), err=True)
     text = text or ""
     click.echo(text if raw or not sys.stdout.isatty() else escape_output(text), nl=False)
+
+
+def _follow(store: Any, job_id: str, scheduled_for: datetime | None, raw: bool) -> None:
+    import sys
+
+    from schedctl.inspect.follow import follow
+    from schedctl.store.runs import current_run, resolve_tick
+    from schedctl.text.printable import escape_controls, escape_output
+
+    key = (
+        resolve_tick(store, job_id, scheduled_for)
+        if scheduled_for is not None
+        else current_run(store, job_id)
+    )
+    shown = (lambda t: t) if raw or not sys.stdout.isatty() else escape_output
+    first = True
+    for update in follow(store, job_id, key):
+        r = update.record
+        head = f"# {r.job_id} {instant_text(r.scheduled_for)} attempt {r.attempt}"
+        if first and not update.ended:
+            click.echo(escape_controls(f"{head}: {r.state}, following (Ctrl-C stops)"), err=True)
+        if update.note is not None:
+            click.echo(escape_controls(f"{head}: {update.note}"), err=True)
+        if update.output:
+            click.echo(shown(update.output), nl=False)
+        if update.ended:
+            status = "" if r.exit_status is None else f", exit status {r.exit_status}"
+            click.echo(escape_controls(f"{head}: {r.state}{status}"), err=True)
+        first = False
 
 
 @click.command(context_settings=_CTX)

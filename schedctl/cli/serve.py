@@ -116,6 +116,13 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     "smtp+starttls://... (user@ allowed; password from SCHEDCTL_SMTP_PASSWORD).",
 )
 @click.option(
+    "--mail-hostname",
+    envvar="SCHEDCTL_MAIL_HOSTNAME",
+    metavar="NAME",
+    help="Host name the mail gives, as cron does (From: schedctl@NAME, Subject: Cron <user@NAME> ...); "
+    "default: this host's name.",
+)
+@click.option(
     "--successful-history",
     type=click.IntRange(min=0),
     default=3,
@@ -133,6 +140,13 @@ def _labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     "--log-output",
     is_flag=True,
     help="Log each run's output tail (last 8 KiB) when it ends: job output in the serve log, for one machine.",
+)
+@click.option(
+    "--output-interval",
+    type=DURATION,
+    default="2s",
+    show_default=True,
+    help="Store running runs' new output this often, for `schedctl logs -f` (0: only when a run ends).",
 )
 @click.option(
     "--keep-missed",
@@ -242,12 +256,28 @@ def _config(opts: dict[str, Any]) -> Any:
             role=Role.ALL if opts["role"] == Role.ALL else Role.WORKER,
             log_output=opts["log_output"],
             smtp=smtp,
+            mail_hostname=_mail_hostname(opts["mail_hostname"]),
+            output_interval=opts["output_interval"],
             keep_missed=opts["keep_missed"],
         ),
         metrics_host=opts["metrics_host"],
         metrics_port=opts["metrics_port"],
         clock_skew=opts["clock_skew"],
     )
+
+
+def _mail_hostname(name: str | None) -> str | None:
+    """Checked at start: the name goes into mail headers, where a line break would start a header."""
+    if name is None:
+        return None
+    from schedctl.errors import UsageError
+    from schedctl.text.printable import cut, has_controls
+
+    if not name.strip() or has_controls(name) or any(c in name for c in " \t\n<>@"):
+        raise UsageError(
+            f"--mail-hostname {cut(name, 40, quote=chr(39))}: give a host name such as db1.example.com"
+        )
+    return name.strip()
 
 
 IDENTITY_MAX = 255  # the lease holder and run worker columns

@@ -16,6 +16,7 @@ from itertools import combinations
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Float,
     Integer,
     and_,
@@ -242,6 +243,9 @@ def _claim_update(identity: str | None, exclusive: bool) -> Any:
         started_at=func.coalesce(r.started_at, db_now()),
         exclusive=1 if exclusive else None,
         not_before=None,
+        # The output stored is the previous attempt's: a follower of this attempt must not print it as new.
+        output_tail=None,
+        output_size=None,
     )
 
 
@@ -316,6 +320,43 @@ def save_checkpoint(conn: Connection, job_id: str, scheduled_for: datetime, atte
     return bool(result.rowcount)
 
 
+def save_output(conn: Connection, outputs: Sequence[tuple[str, datetime, int, str, int]]) -> None:
+    """Store the output so far of running runs, ``(job_id, scheduled_for, attempt, tail, size)`` each, in one
+    executemany: what ``schedctl logs -f`` follows. A run no longer held at that attempt matches nothing."""
+    if not outputs:
+        return
+    conn.execute(
+        _output_statement(),
+        [
+            {
+                "b_job_id": j,
+                "b_scheduled_for": s,
+                "b_attempt": a,
+                "b_output_tail": _storable(t),
+                "b_output_size": n,
+            }
+            for j, s, a, t, n in outputs
+        ],
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _output_statement() -> Any:
+    r = job_runs.c
+    return (
+        update(job_runs)
+        .where(
+            r.job_id == bindparam("b_job_id"),
+            r.scheduled_for == bindparam("b_scheduled_for"),
+            r.attempt == bindparam("b_attempt"),
+            r.state == RunState.RUNNING,
+        )
+        .values(
+            output_tail=bindparam("b_output_tail"), output_size=bindparam("b_output_size", type_=BigInteger)
+        )
+    )
+
+
 def record(conn: Connection, outcome: Outcome) -> bool:
     """Write how a run ended, a retry or a hand back. False: the run was taken over; nothing was written."""
     return record_many(conn, [outcome])[0]
@@ -371,7 +412,16 @@ def _shape(outcome: Outcome) -> tuple[_Write, bool]:
 
 
 # Outcome fields bound as they are; ``_params`` adds the ones that need a conversion first.
-_BOUND_AS_IS = ("job_id", "scheduled_for", "attempt", "state", "exit_status", "reason", "checkpoint")
+_BOUND_AS_IS = (
+    "job_id",
+    "scheduled_for",
+    "attempt",
+    "state",
+    "exit_status",
+    "reason",
+    "checkpoint",
+    "output_size",
+)
 
 
 def _params(o: Outcome) -> dict[str, Any]:
@@ -403,6 +453,7 @@ def _record_statement(kind: _Write, with_checkpoint: bool) -> Any:
             not_before=db_now_plus(bindparam("b_retry_after", type_=Float)),
             exit_status=bindparam("b_exit_status"),
             output_tail=bindparam("b_output_tail"),
+            output_size=bindparam("b_output_size", type_=BigInteger),
             error=bindparam("b_error"),
         )
     if kind in (_Write.FINISHED, _Write.FAILED):
@@ -411,6 +462,7 @@ def _record_statement(kind: _Write, with_checkpoint: bool) -> Any:
             finished_at=db_now(),
             exit_status=bindparam("b_exit_status"),
             output_tail=bindparam("b_output_tail"),
+            output_size=bindparam("b_output_size", type_=BigInteger),
             error=bindparam("b_error"),
             reason=bindparam("b_reason"),
         )

@@ -157,6 +157,7 @@ class Outcome:
     output_tail: str | None = None
     error: str | None = None
     checkpoint: Any = None
+    output_size: int | None = None  # characters printed, of which output_tail is the end
     save_checkpoint: bool = False
     retry_after: float | None = None  # seconds; a retry counts a failure, a hand back does not
     reason: str | None = None

@@ -47,6 +47,45 @@ def run_output(store: Store, job_id: str, scheduled_for: datetime | None) -> tup
     return run_record(row), row.output_tail
 
 
+def run_progress(
+    store: Store, job_id: str, scheduled_for: datetime
+) -> tuple[RunRecord, str | None, int | None]:
+    """One run, its output tail and how many characters its attempt printed so far (``output_size``, of
+    which the tail is the end; None when the worker that wrote the row did not count): what ``logs -f``
+    polls. One primary-key read."""
+    r = job_runs.c
+    query = select(*RUN_COLUMNS, r.output_tail, r.output_size).where(
+        r.job_id == job_id, r.scheduled_for == scheduled_for
+    )
+    with store.read() as conn:
+        row = conn.execute(query).first()
+    if row is None:
+        raise RunNotFound(_missing(job_id, scheduled_for))
+    return run_record(row), row.output_tail, row.output_size
+
+
+def current_run(store: Store, job_id: str) -> datetime:
+    """The run ``logs -f JOB`` follows: the newest running one, else the next to start (the oldest queued:
+    a run just queued by ``schedctl run``), else the newest that started."""
+    r = job_runs.c
+    with store.read() as conn:
+        for state, order in ((RunState.RUNNING, r.scheduled_for.desc()), (RunState.QUEUED, r.scheduled_for)):
+            found = conn.execute(
+                select(r.scheduled_for).where(r.job_id == job_id, r.state == state).order_by(order).limit(1)
+            ).scalar_one_or_none()
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        found = conn.execute(
+            select(r.scheduled_for)
+            .where(r.job_id == job_id, r.started_at.is_not(None))
+            .order_by(r.scheduled_for.desc())
+            .limit(1)
+        ).scalar_one_or_none()
+    if found is None:
+        raise RunNotFound(f"job {quoted(job_id)} has no run queued, running or started")
+    return found  # type: ignore[no-any-return]
+
+
 def queue_manual(store: Store, job: Job, now: datetime) -> datetime:
     """Queue a manual run keyed by ``now`` to the microsecond; returns that key."""
     with store.begin() as conn:

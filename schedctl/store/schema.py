@@ -82,6 +82,9 @@ job_runs = Table(
     Column("cancel_requested", Boolean, nullable=False, default=False),
     Column("exit_status", Integer, nullable=True),
     Column("output_tail", Text, nullable=True),
+    # Characters the attempt printed so far, of which output_tail is the end: a follower (`logs -f`) prints
+    # only what it has not. Written with the tail while the run runs (the worker's output interval) and at its end.
+    Column("output_size", BigInteger, nullable=True),
     Column("error", Text, nullable=True),
     Column("checkpoint", JSON, nullable=True),
     Column("checkpoint_at", UTCDateTime, nullable=True),  # when a running run last saved its checkpoint

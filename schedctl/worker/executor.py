@@ -6,6 +6,7 @@ variables, the ``pass_env`` names it asked for, its own ``env``, and the ``SCHED
 
 from __future__ import annotations
 
+import codecs
 import functools
 import json
 import logging
@@ -34,6 +35,7 @@ PIPE_HELD_GRACE = 1.0  # seconds a finished job's leftover children may keep its
 
 _READ_CHUNK = 65536
 _PIPE_BUFFER = 65536  # Linux's default pipe capacity
+_MAX_CHUNKS = 256
 
 
 @dataclass(frozen=True)
@@ -52,25 +54,54 @@ class RunIdentity:
 
 
 class OutputTail:
-    """The last ``limit`` bytes of a stream, in bounded memory however much the job prints."""
+    """The last ``limit`` bytes of a stream, in bounded memory however much the job prints.
+
+    Decoded as it arrives (an incremental decoder: a character split across two reads is whole), so that
+    ``size``, the characters seen so far, counts the very text ``text()`` is the end of: a follower that
+    printed the first N characters prints ``text()[-(size - N):]`` next (``schedctl logs -f``)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = max(0, limit)
-        self._buf = bytearray()
+        self._chunks: list[str] = []
+        self._held = 0  # characters in _chunks
+        self._seen = 0  # characters decoded so far
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._lock = threading.Lock()
 
     def feed(self, data: bytes) -> None:
+        text = self._decoder.decode(data).replace("\x00", "\ufffd")
         with self._lock:
-            self._buf += data
-            if len(self._buf) > 2 * self.limit + _READ_CHUNK:
-                del self._buf[: len(self._buf) - self.limit]
+            self._chunks.append(text)
+            self._held += len(text)
+            self._seen += len(text)
+            # A character is at least a byte: ``limit`` characters hold the last ``limit`` bytes. The count
+            # bound keeps a job printing a byte at a time from piling up tiny strings.
+            if self._held > 2 * self.limit + _READ_CHUNK or len(self._chunks) > _MAX_CHUNKS:
+                kept = "".join(self._chunks)[-self.limit :] if self.limit else ""
+                self._chunks = [kept]
+                self._held = len(kept)
+
+    def snapshot(self) -> tuple[str, int]:
+        """The tail as text for people and the characters seen so far (``size``), read together. Undecodable
+        bytes and NUL (which PostgreSQL's text cannot hold) are U+FFFD; a character still incomplete at the
+        end counts as one U+FFFD; the text is trimmed to fit ``limit`` bytes of UTF-8."""
+        with self._lock:
+            joined = "".join(self._chunks)
+            seen = self._seen
+            pending, _ = self._decoder.getstate()
+        if pending:
+            rest = pending.decode("utf-8", errors="replace")
+            joined += rest
+            seen += len(rest)
+        text = clean_text(joined[-self.limit :], self.limit) if self.limit else ""
+        return text, seen
 
     def text(self) -> str:
-        """The tail as text for people: undecodable bytes and NUL (which PostgreSQL's text cannot hold) become
-        U+FFFD, and the result is trimmed again so that it still fits ``limit`` bytes of UTF-8."""
-        with self._lock:
-            data = bytes(self._buf[-self.limit :]) if self.limit else b""
-        return clean_text(data.decode("utf-8", errors="replace"), self.limit)
+        return self.snapshot()[0]
+
+    @property
+    def size(self) -> int:
+        return self.snapshot()[1]
 
 
 def clean_text(text: str, limit: int | None = None) -> str:

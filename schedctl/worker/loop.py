@@ -81,9 +81,12 @@ class Worker:
         self._next_claim = 0.0
         self._next_stale_check = 0.0
         self._next_beat = 0.0
+        self._next_output = clock.monotonic() + settings.output_interval
         self._next_write = 0.0
         self._next_prune = clock.monotonic() + settings.prune_interval
-        self._backoff = {what: Backoff(BACKOFF_MIN, BACKOFF_MAX) for what in ("claim", "beat", "write")}
+        self._backoff = {
+            what: Backoff(BACKOFF_MIN, BACKOFF_MAX) for what in ("claim", "beat", "write", "output")
+        }
         self._db_down = False
         self._draining = False
         self._drained_at: float | None = None
@@ -188,6 +191,8 @@ class Worker:
             self._sync(write, claim)
         if self._runs and now >= self._next_beat:
             self._beat()
+        if self._runs and self.settings.output_interval > 0 and now >= self._next_output:
+            self._save_output()
         if self._touched and (now >= self._next_prune or self._draining):
             self._prune()
         if self._draining and not self._runs:
@@ -226,6 +231,8 @@ class Worker:
         times = [now + MAX_WAIT]
         if self._runs:
             times.append(self._next_beat)
+            if self.settings.output_interval > 0:
+                times.append(self._next_output)
             times.extend(self._runs.deadlines())
         if self._pending:
             times.append(max(self._next_write, self._pending[0].since + SYNC_LINGER))
@@ -388,6 +395,30 @@ class Worker:
             self._runs.lose(key)
         for key in result.cancel:
             self._runs.cancel(key)
+
+    def _save_output(self) -> None:
+        """Store the tails of running runs that printed since the last save, for `logs -f`: one transaction
+        an interval, a row per run with new output, each at most ``output_tail_bytes``: bounded however much
+        or often jobs print. A failure only delays it: the outcome stores the output anyway."""
+        changed = []
+        for active in self._runs.held():
+            tail, size = active.execution.tail.snapshot()
+            if size != active.output_saved:
+                changed.append((active, tail, size))
+        if changed:
+            try:
+                with self.store.begin() as conn:
+                    claims.save_output(conn, [(*a.beat_key, tail, size) for a, tail, size in changed])
+            except StoreError as exc:
+                self._store_failed("output", exc)
+                self._next_output = self.clock.monotonic() + max(
+                    self._backoff["output"].delay, self.settings.output_interval
+                )
+                return
+            self._store_ok("output")
+            for active, _, size in changed:
+                active.output_saved = size
+        self._next_output = self.clock.monotonic() + self.settings.output_interval
 
     # -- outcomes ------------------------------------------------------------------------------------------
     def _collect(self) -> None:

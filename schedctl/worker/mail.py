@@ -130,6 +130,13 @@ def compose(
     return message
 
 
+def host_name() -> str:
+    """The name mail gives this host, as cron does: ``gethostname()``. Not ``getfqdn()``: that asks the
+    resolver, which can block for its whole timeout, and on hosts whose name maps to 127.0.0.1 in /etc/hosts
+    (containers, many VMs) it answers ``localhost``. ``serve --mail-hostname`` names another."""
+    return socket.gethostname() or "localhost"
+
+
 def _header_text(text: str, limit: int = 900) -> str:
     flat = "".join(ch if ch.isprintable() else " " for ch in text)
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
@@ -164,7 +171,7 @@ class Mailer:
     def __init__(self, server: SmtpServer | None, tail_limit: int, hostname: str | None = None) -> None:
         self.server = server
         self.tail_limit = tail_limit
-        self.hostname = hostname or socket.getfqdn() or socket.gethostname()
+        self.hostname = hostname or host_name()
         self._queue: queue.Queue[tuple[EmailMessage, str, list[str], dict[str, Any]] | None] = queue.Queue(
             QUEUE_LIMIT
         )

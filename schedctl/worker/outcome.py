@@ -37,6 +37,7 @@ class RunResult:
     returncode: int | None = None  # negative: killed by that signal
     start_error: str | None = None  # the command could not be started
     output_tail: str | None = None
+    output_size: int | None = None  # characters printed, output_tail their end
     checkpoint: Any = None
     checkpoint_written: bool = False  # the job wrote a checkpoint (None is a value it may write)
     checkpoint_problem: str | None = None  # what the job left could not be taken (over the cap, not JSON)
@@ -53,6 +54,7 @@ def outcome_for(claim: Claim, result: RunResult) -> Outcome | None:
         "attempt": claim.attempt,
         "exit_status": result.returncode,
         "output_tail": result.output_tail,
+        "output_size": result.output_size,
         "checkpoint": result.checkpoint if result.checkpoint_written else None,
         "save_checkpoint": result.checkpoint_written,
     }

@@ -30,7 +30,7 @@ class RunReporter:
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
         self._hooks = Hooks(settings.run_as_job_user)
-        self._mail = Mailer(settings.smtp, settings.output_tail_bytes)
+        self._mail = Mailer(settings.smtp, settings.output_tail_bytes, settings.mail_hostname)
         self._series_cache: dict[tuple[str, str], tuple[Any, Any, Any | None]] = {}
         self._series_until = 0.0
 

@@ -25,7 +25,10 @@ class WorkerSettings:
     failed_history: int = 5  # like failedJobsHistoryLimit
     keep_missed: float = DEFAULT_KEEP_MISSED  # seconds skipped and missed ticks stay explainable by `missed`
     output_tail_bytes: int = 8192  # how much of stdout/stderr is stored on the run
+    # seconds between stores of running runs' new output (their tails), which `logs -f` follows; 0: at the end only
+    output_interval: float = 2.0
     prune_interval: float = 60.0  # seconds between history prunes (and once more at shutdown)
     log_output: bool = False  # log each run's output tail when it ends (`serve --log-output`)
     role: str = Role.WORKER  # as recorded in the worker registry: Role.ALL when this process also schedules
+    mail_hostname: str | None = None  # the host mail names (`serve --mail-hostname`); None: this host's name
     smtp: SmtpServer | None = None  # where run-output mail goes (`serve --smtp`); None: mail is not sent

@@ -34,6 +34,7 @@ class Active:
     claim: claims.ClaimedRun
     execution: Execution
     lost: bool = False
+    output_saved: int = 0  # characters of its output stored for followers (`logs -f`) so far
 
     @property
     def beat_key(self) -> tuple[Any, Any, int]:
@@ -199,12 +200,14 @@ class Supervisor:
             return None  # its new holder records the result; no need to read this copy's checkpoint or output
         execution = active.execution
         checkpoint = execution.final_checkpoint()
+        tail, size = execution.tail.snapshot()
         result = RunResult(
             snapshot=execution.snapshot,
             stop_reason=execution.stop_reason,
             returncode=execution.returncode,
             start_error=execution.start_error,
-            output_tail=execution.tail.text(),
+            output_tail=tail,
+            output_size=size,
             checkpoint=None if checkpoint is NO_CHECKPOINT else checkpoint,
             checkpoint_written=checkpoint is not NO_CHECKPOINT,
             checkpoint_problem=execution.checkpoint_problem,

@@ -97,8 +97,26 @@ def test_output_tail_memory_is_bounded():
     tail = OutputTail(10)
     for _ in range(1000):
         tail.feed(b"x" * 65536)
-    assert len(tail._buf) <= 2 * 10 + 65536
+    assert tail._held <= 2 * 10 + 65536
     assert tail.text() == "x" * 10
+    assert tail.size == 1000 * 65536
+
+
+def test_output_tail_of_tiny_writes_holds_few_strings():
+    tail = OutputTail(8192)
+    for _ in range(100_000):
+        tail.feed(b"x")
+    assert len(tail._chunks) <= 257 and tail.text() == "x" * 8192 and tail.size == 100_000
+
+
+def test_output_tail_decodes_a_character_split_across_reads_and_counts_what_it_shows():
+    tail = OutputTail(8192)
+    data = "é€\x00ok\n".encode()
+    for i in range(len(data)):
+        tail.feed(data[i : i + 1])
+    assert tail.snapshot() == ("é€\ufffdok\n", 6)
+    tail.feed(b"\xe2\x82")  # a character cut short at the end of the output: one U+FFFD, counted
+    assert tail.snapshot() == ("é€\ufffdok\n\ufffd", 7)
 
 
 def test_timeout_sends_sigterm_then_sigkill_to_the_whole_group(tmp_path):

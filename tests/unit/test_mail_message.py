@@ -100,3 +100,10 @@ def test_a_refused_connection_is_logged_and_counted(caplog: pytest.LogCaptureFix
         mailer.close(wait=5)
     assert metrics.MAIL_FAILURES._value.get() == before + 1
     assert any(getattr(r, "event", "") == "mail_failed" for r in caplog.records)
+
+
+def test_the_mail_names_this_host_by_gethostname_as_cron_does() -> None:
+    # Not getfqdn(): on a host whose name maps to 127.0.0.1 (this machine, most containers) it says localhost,
+    # and it may wait on DNS. A name given to the worker (`serve --mail-hostname`) wins.
+    assert Mailer(None, 8192).hostname == socket.gethostname()
+    assert Mailer(None, 8192, hostname="db1.example.org").hostname == "db1.example.org"
