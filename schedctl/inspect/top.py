@@ -175,3 +175,21 @@ def _finished(conn: Connection, states: tuple[str, ...], newest: str) -> list[Fi
         )
         for row in rows
     ]
+
+
+def share_rows(budget: int, wanted: list[int]) -> list[int]:
+    """Rows each list of a frame gets when only ``budget`` lines are left for them (a terminal's height):
+    one row at a time to each list that wants more, in the order given (the first are the most urgent), a
+    list's first row costing two lines (its table's header with it). ``share_rows(5, [3, 0, 9])`` -> ``[2, 0, 1]``."""
+    given = [0] * len(wanted)
+    left = max(0, budget)
+    while True:
+        progressed = False
+        for i, want in enumerate(wanted):
+            cost = 2 if given[i] == 0 else 1
+            if given[i] < want and left >= cost:
+                given[i] += 1
+                left -= cost
+                progressed = True
+        if not progressed:
+            return given

@@ -61,7 +61,7 @@ def test_top_runs_live_in_a_terminal_until_q(tmp_path: Path):
     # A pseudo-terminal for the child's stdin and stdout (os.openpty, not pty.fork: no fork of this
     # multi-threaded test process).
     fd, child_tty = os.openpty()
-    env = {**child_env(), "TERM": "xterm", "COLUMNS": "120", "LINES": "40"}
+    env = {**child_env(), "TERM": "xterm", "COLUMNS": "80", "LINES": "24"}  # the smallest usual terminal
     proc = subprocess.Popen(
         [sys.executable, "-m", "schedctl", "top", "--db", url, "--interval", "0.5"],
         stdin=child_tty,
@@ -82,6 +82,7 @@ def test_top_runs_live_in_a_terminal_until_q(tmp_path: Path):
                 except OSError:
                     break
         assert seen.count(b"workers: ") >= 2, seen[-2000:]
+        assert b"q quit" in seen, seen[-2000:]  # the key hints (issue 30)
         os.write(fd, b"q")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and proc.poll() is None:
