@@ -69,7 +69,7 @@ class OutputTail:
         self._lock = threading.Lock()
 
     def feed(self, data: bytes) -> None:
-        text = self._decoder.decode(data).replace("\x00", "\ufffd")
+        text = self._decoder.decode(data)  # NUL stays one character: clean_text makes it U+FFFD
         with self._lock:
             self._chunks.append(text)
             self._held += len(text)
