@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,39 @@ def test_logs_follow_shows_output_while_the_run_runs_and_ends_with_it(db_url: st
     assert again.returncode == 0, again.stderr
     assert again.stdout == "".join(LINE.format(i) for i in range(1, 9))
     assert again.stderr.splitlines() == [lines[-1]]
+
+
+def test_ctrl_c_stops_following_without_a_traceback_and_leaves_the_run_alone(tmp_path: Path) -> None:
+    from schedctl.jobs.job import CatchUp, Job
+    from schedctl.store import claims
+    from schedctl.store.migrate import upgrade
+
+    db_url = f"sqlite:///{tmp_path / 'schedctl.db'}"
+    store = open_store(db_url)
+    try:
+        upgrade(store)
+        with store.begin() as conn:
+            job = Job(id="ticker", schedule="* * * * *", timezone="UTC", catch_up=CatchUp.SKIP, command="x")
+            claims.queue_runs(conn, job, [datetime(2026, 3, 1, tzinfo=UTC)])
+            claims.claim(conn, "w1", 1, [""], 60.0)  # running, held by a worker that is not here
+    finally:
+        store.dispose()
+    follower = subprocess.Popen(
+        [*SCHEDCTL, "logs", "-f", "ticker", "--db", db_url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+    )  # fmt: skip
+    try:
+        assert follower.stderr is not None
+        ready, _, _ = select.select([follower.stderr], [], [], 60)
+        assert ready, "logs -f said nothing"
+        first = follower.stderr.readline().decode()
+        assert first.endswith(": running, following (Ctrl-C stops)\n"), first
+        follower.send_signal(signal.SIGINT)
+        out, err = follower.communicate(timeout=30)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate(timeout=10)
+    assert follower.returncode == 130, err
+    assert "Traceback" not in err.decode() and out == b""
+    assert _state(db_url) == "running"
