@@ -403,11 +403,13 @@ def inject(
                 delay = 2 if kind == "kill_worker" else GRACE + 2
                 fault.end = t0 + delay + STALE + 2
                 pending_restart.append((now + delay, victim, fault))
-        elif kind == "restart_process":
+        elif kind == "restart_process" and (
             # the skewed replica is not restarted: a restart would bring it back with a correct clock
-            victim = rng.choice(
-                sorted(n for n in cluster.procs if n != "s-skewed" and n not in spare and cluster.alive(n))
+            candidates := sorted(
+                n for n in cluster.procs if n != "s-skewed" and n not in spare and cluster.alive(n)
             )
+        ):
+            victim = rng.choice(candidates)
             identity = cluster.identity(victim)
             fault = Fault(kind, identity, t0, t0, leader=identity == leader_identity)
             cluster.signal(victim, signal.SIGTERM)
