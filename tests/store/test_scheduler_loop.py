@@ -294,3 +294,30 @@ def test_a_batch_rolled_back_for_a_short_lease_is_written_after_the_renewal(stor
     s.turn()
     assert [t for t, _, _ in _ticks(store, "all")] == ["10:01", "10:02"]
     s.resign()
+
+
+def test_the_planning_clock_never_runs_ahead_of_the_database_after_a_slow_reply(
+    store: Any, monkeypatch: Any
+) -> None:
+    """A reply that spends long on the way back must not put the leader's estimate of now ahead of the
+    database's: a tick would be dispatched, and started, before it is due (seen 0.06 s early under load)."""
+    from schedctl.leader import lease
+
+    clock = FakeClock(T0)
+    real = lease.acquire_or_renew
+    replies: list[lease.LeaseResult] = []
+
+    def slow_reply(*args: Any, **kwargs: Any) -> lease.LeaseResult:
+        result = real(*args, **kwargs)  # the database reads its clock in here, at the end of the round trip
+        clock.advance(0.4)  # and the reply takes 0.4 s to arrive
+        replies.append(result)
+        return result
+
+    monkeypatch.setattr(lease, "acquire_or_renew", slow_reply)
+    settings = SchedulerSettings(identity="slow", lease_duration=30, renew_interval=10)
+    scheduler = Scheduler(store, settings, lambda: {}, clock, jobs={}, db_clock=True)
+    scheduler.turn()
+    assert scheduler.leading and replies
+    assert scheduler.now() <= replies[-1].db_now
+    clock.advance(1.0)
+    assert scheduler.now() <= replies[-1].db_now + timedelta(seconds=1.0)
