@@ -101,7 +101,8 @@ class Scheduler(Leadership):
         if self._jobs is None:
             self._jobs = self._load()
         # Before leading, so a take-over need not hash every definition's snapshot while the lease runs.
-        self._row_values.prepare(self._jobs.values())
+        if not self._row_values.prepare(self._jobs.values(), stop=stopping):
+            return  # stopped before leading: nothing to hand back
         health.register("scheduler", max(60.0, 4 * self.settings.lease_duration))
         try:
             while not stopping.is_set():
@@ -171,6 +172,7 @@ class Scheduler(Leadership):
     def _take_over(self) -> None:
         """Rebuild the plan from job_state: each job resumes from its persisted last dispatched tick."""
         jobs = self._jobs or {}
+        started = self.clock.monotonic()
         now = self.now()
         states = dispatch.load_states(self.store)
         plan = Plan()
@@ -181,8 +183,8 @@ class Scheduler(Leadership):
         for i, job in enumerate(jobs.values()):
             # A million jobs take tens of seconds here (each definition's snapshot hashed, unless run() did
             # it before leading): renew in between, as every write loop does, or the term lapses.
-            if i and not i % TAKE_OVER_CHUNK and not self._yield_to_renewal():
-                return
+            if i and not i % TAKE_OVER_CHUNK and (self._stopping.is_set() or not self._yield_to_renewal()):
+                return  # stopping: the plan is dropped unbuilt, and resign() hands the lease on
             values.of(job)
             if job.id not in self._dispatched:
                 self._dispatched[job.id] = metrics.TICKS_DISPATCHED.labels(job.id)
@@ -203,7 +205,7 @@ class Scheduler(Leadership):
         self._ahead.clear()
         values.compact()
         for start in range(0, len(changes), self.settings.batch_size):
-            if not self._yield_to_renewal():
+            if self._stopping.is_set() or not self._yield_to_renewal():
                 return
             dispatch.record_changes(
                 self.store, self._fence(), changes[start : start + self.settings.batch_size], now
@@ -212,6 +214,14 @@ class Scheduler(Leadership):
         self._after_take_over()
         self._catch_up(rejoin, now)
         self._flush()
+        if self._plan is not None:
+            # With a million jobs this takes a minute: say when the leader is ready, and how long it took.
+            log.info(
+                "took over %d jobs in %.1fs",
+                len(jobs),
+                self.clock.monotonic() - started,
+                extra={"event": "took_over", "jobs": len(jobs)},
+            )
 
     def _catch_up(self, jobs: Iterable[tuple[Job, StateRecord]], now: datetime) -> None:
         """Decide each job's ticks from its last dispatched tick up to its group's next fire."""
@@ -220,6 +230,11 @@ class Scheduler(Leadership):
         grace = self.settings.catch_up_grace
         for job, state in jobs:
             if self._plan is None:  # lost the lease while flushing
+                return
+            if self._stopping.is_set():
+                # What is committed stands; the rest is decided again by the next leader from job_state, as
+                # after a crash here, but without waiting out the lease.
+                self._stop_leading()
                 return
             group = self._plan.groups[job.schedule_key]
             after = state.last_dispatched or state.defined_at
