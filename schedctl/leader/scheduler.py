@@ -174,7 +174,9 @@ class Scheduler(Leadership):
         jobs = self._jobs or {}
         started = self.clock.monotonic()
         now = self.now()
-        states = dispatch.load_states(self.store)
+        states = dispatch.load_states(self.store, stop=self._stopping)
+        if states is None:
+            return  # stopping: the plan is dropped unbuilt, and resign() hands the lease on
         plan = Plan()
         changes: list[StateChange] = []
         rejoin: list[tuple[Job, StateRecord]] = []

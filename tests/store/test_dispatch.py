@@ -319,3 +319,22 @@ def test_workers_are_woken_when_a_dispatch_commits_and_not_when_it_rolls_back(pg
         dispatch(store, fence, [_queued("j", T0 + timedelta(minutes=1))], {"j": j}, T0)
         woken = list(listener.notifies(timeout=5, stop_after=1))
         assert [n.channel for n in woken] == [wake.CHANNEL]
+
+
+def test_the_take_over_reads_every_state_page_by_page_and_stops_between_pages(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from schedctl.store import dispatch as dispatch_module
+
+    fence = _lead(store)
+    ids = [f"job-{i:02d}" for i in range(11)]
+    _define(store, fence, *(_job(i) for i in ids))
+    monkeypatch.setattr(dispatch_module, "PREPARE_CHUNK", 3)  # 11 rows: three full pages and a short one
+    stop = threading.Event()
+    states = load_states(store, stop=stop)
+    assert states is not None and sorted(states) == ids
+    assert all(s.schedule_key == _job().schedule_key for s in states.values())
+    stop.set()
+    assert load_states(store, stop=stop) is None
