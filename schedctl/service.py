@@ -64,8 +64,12 @@ class ServeConfig:
     clock_skew: float = 0.0  # seconds; a testing aid that fakes a replica whose wall clock is wrong
 
 
-class StartupInterrupted(Exception):
-    """A stop signal came while the main thread did start-up work that looks at no event."""
+class StartupInterrupted(BaseException):
+    """A stop signal came while the main thread did start-up work that looks at no event.
+
+    A BaseException, as KeyboardInterrupt is: raised wherever the parse happens to be, it must pass the
+    loader's ``except Exception`` that turns a cron library's failure into one line about a job (exit 78).
+    """
 
 
 class _Signals:

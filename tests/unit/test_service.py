@@ -54,3 +54,22 @@ def test_serve_passes_keep_missed_and_the_grace_on_to_the_loops() -> None:
     defaults = _config(serve.make_context("serve", []).params)
     assert defaults.worker.keep_missed == DEFAULT_KEEP_MISSED == 7 * 86400
     assert defaults.scheduler.catch_up_grace == DEFAULT_CATCH_UP_GRACE == 60
+
+
+def test_a_stop_signal_while_loading_passes_the_loaders_catch_all_instead_of_failing_a_job() -> None:
+    """The signal lands wherever the parse is, also inside the `except Exception` that turns a cron library's
+    failure into one line about a job: it must still stop the start-up, not become exit 78."""
+    import signal
+    import time
+
+    from schedctl import service
+    from schedctl.jobs import configkeys
+
+    signals = service._Signals()
+    previous = signal.signal(signal.SIGTERM, signals._on_stop)
+    try:
+        with pytest.raises(service.StartupInterrupted), signals.interruptible():
+            configkeys._guarded(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(5)))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert signals.stopping.is_set()
