@@ -134,6 +134,9 @@ def test_ctrl_c_stops_following_without_a_traceback_and_leaves_the_run_alone(tmp
     follower = subprocess.Popen(
         [*SCHEDCTL, "logs", "-f", "ticker", "--db", db_url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(),
+        # As at a terminal: a suite started in the background (`cmd &` without job control) ignores SIGINT,
+        # every child inherits that, and Python then installs no KeyboardInterrupt handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert follower.stderr is not None
