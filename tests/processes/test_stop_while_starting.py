@@ -52,7 +52,7 @@ def _stopped(proc: subprocess.Popen[bytes], timeout: float = 30) -> int:
 
 def test_sigterm_while_the_job_files_are_parsed_stops_at_once(tmp_path: Path) -> None:
     jobs = tmp_path / "jobs.toml"
-    _write_jobs(jobs, 200_000)  # ~18 MB, 3-4 s to parse on this machine
+    _write_jobs(jobs, 300_000)  # ~27 MB, 5 s to parse here; the imports before the load read ~11 MB
     size = jobs.stat().st_size
     log = tmp_path / "serve.log"
     proc = serve(
