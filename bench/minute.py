@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -93,17 +92,6 @@ def cron_lines(count: int, boundary: float, out: Path) -> str:
 
 
 # -- processes -----------------------------------------------------------------------------------------------
-def stop(procs: list[subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def stat_fields(pid: int) -> list[str] | None:
@@ -448,7 +436,7 @@ def run_schedctl(args: argparse.Namespace, tmp: Path, method: str) -> Result:
         if dead:
             print(f"  {method}: WARNING a serve process died during the minute: {dead}", flush=True)
     finally:
-        stop(procs)
+        launch.stop(procs)
         if db:
             db.drop()
     return result
@@ -536,7 +524,7 @@ def run_cron(args: argparse.Namespace, tmp: Path) -> Result:
         result.cpu_all = cpu_of([proc.pid], True) - a0
         result.rss_mb = hwm_mb(proc.pid)
     finally:
-        stop([proc])
+        launch.stop([proc])
     return result
 
 

@@ -27,7 +27,6 @@ import argparse
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -135,19 +134,6 @@ def serve(url: str, jobs: Path | None, role: str, log: Path, *extra: str) -> sub
     if jobs is not None:
         args += ["--jobs", str(jobs)]
     return launch.serve(*args, log=log, append=True, program=SCHEDCTL)
-
-
-def stop(procs: list[subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            proc.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -284,7 +270,7 @@ def steady(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             time.sleep(1.5)  # let the last ticks start and commit
             out["alive"] = all(p.poll() is None for p in procs)
         finally:
-            stop(procs)
+            launch.stop(procs)
         out["roles"] = ["all"] if args.role == "all" else ["scheduler", "worker"]
         starts = read_ledger(ledger, since, until)
         rows = read_rows(private.url, since, until)
@@ -314,7 +300,7 @@ def idle(url: str, tmp: Path, seconds: float) -> dict[str, Any]:
         time.sleep(seconds)
         cpu1, sw1, t1 = cpu_seconds(proc.pid), thread_switches(proc.pid), time.monotonic()
     finally:
-        stop([proc])
+        launch.stop([proc])
     span = t1 - t0
     main_rate = (sw1.get(proc.pid, 0) - sw0.get(proc.pid, 0)) / span
     rates = sorted(((sw1[t] - sw0.get(t, 0)) / span for t in sw1 if t != proc.pid), reverse=True)

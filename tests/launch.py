@@ -7,6 +7,7 @@ The suite imports this as ``launch`` (``pythonpath = ["tests"]``); bench scripts
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -52,6 +53,20 @@ def serve(
             env=child_env() if env is None else env,
             **popen,
         )
+
+
+def stop(procs: Sequence[subprocess.Popen[bytes]], timeout: float = 30.0) -> None:
+    """SIGTERM each child still running, wait for all within ``timeout``, SIGKILL what is left."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def free_port() -> int:
