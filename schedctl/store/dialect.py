@@ -169,14 +169,8 @@ def id_chunks(conn: Connection, ids: Sequence[Any]) -> Iterator[list[Any]]:
 
 
 def supports_skip_locked(conn: Connection) -> bool:
+    """Whether claims lock with ``FOR UPDATE SKIP LOCKED``; SQLite serialises writers instead."""
     return conn.dialect.name in ("postgresql", "mysql", "mariadb")
-
-
-def lock_for_claim(query: Any, conn: Connection) -> Any:
-    """``FOR UPDATE SKIP LOCKED`` where the database has it; SQLite serialises writers instead."""
-    if supports_skip_locked(conn):
-        return query.with_for_update(skip_locked=True)
-    return query
 
 
 def select_db_now(conn: Connection) -> Any:

@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, exists, func, insert, literal, or_, select, update
+from sqlalchemy import case, delete, exists, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Connection
 
 from schedctl.jobs.job import EventKind, RunState
 from schedctl.store import missedrecord
 from schedctl.store.claims import FAILED_STATES, FINISHED_STATES
-from schedctl.store.dialect import db_now, db_now_plus
+from schedctl.store.dialect import db_now, db_now_plus, id_chunks, in_list
 from schedctl.store.missedrecord import DEFAULT_KEEP_MISSED
 from schedctl.store.runrows import VERSION_HOLD
 from schedctl.store.schema import job_events, job_runs, job_state, job_versions
@@ -39,12 +39,32 @@ def prune(
     """
     pruned: dict[str, int] = {}
     ids = sorted(set(job_ids))
-    for job_id in ids:
+    for job_id in _over_limits(conn, ids, keep_succeeded, keep_failed):
         count = _prune_job(conn, job_id, keep_succeeded, keep_failed, keep_missed, version_hold)
         if count:
             pruned[job_id] = count
     missedrecord.expire(conn, ids, keep_missed)
     return pruned
+
+
+def _over_limits(conn: Connection, ids: list[str], keep_succeeded: int, keep_failed: int) -> list[str]:
+    """The jobs among ``ids`` holding more finished runs than a limit keeps: the only ones with anything to
+    prune. One grouped query per chunk of ids, not two per job: a worker that ran 10,000 jobs once each in a
+    minute otherwise spent a tenth of its time asking each of them whether it had old runs."""
+    r = job_runs.c
+    succeeded = func.sum(case((r.state == RunState.SUCCEEDED, 1), else_=0))
+    failed = func.sum(case((r.state.in_(FAILED_STATES), 1), else_=0))
+    over: list[str] = []
+    for chunk in id_chunks(conn, ids):
+        over.extend(
+            conn.execute(
+                select(r.job_id)
+                .where(in_list(conn, r.job_id, chunk), r.state.in_(FINISHED_STATES))
+                .group_by(r.job_id)
+                .having(or_(succeeded > max(0, keep_succeeded), failed > max(0, keep_failed)))
+            ).scalars()
+        )
+    return sorted(over)
 
 
 def _prune_job(

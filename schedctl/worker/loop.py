@@ -342,6 +342,7 @@ class Worker:
             self._next_beat = now + self.settings.heartbeat_interval  # the claim itself was a heartbeat
         for run in claimed:
             self._start(run)
+        self._runs.flush_guard()
         metrics.WORKER_ACTIVE_RUNS.set(len(self._runs))
 
     def _rejected(self, batch: list[_Pending], exc: StoreError) -> None:

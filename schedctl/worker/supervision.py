@@ -193,7 +193,13 @@ class Supervisor:
             if outcome is not None:
                 finished.append(Finished(outcome, execution.duration(), execution.snapshot))
             execution.cleanup()
+        self.flush_guard()
         return finished
+
+    def flush_guard(self) -> None:
+        """Tell the watchdog of the groups started and reaped since the last call (``GroupGuard.flush``)."""
+        if self.guard is not None:
+            self.guard.flush()
 
     def _outcome(self, active: Active) -> claims.Outcome | None:
         if active.lost:

@@ -258,6 +258,34 @@ def test_prune_keeps_the_limits_and_moves_history_start_past_every_pruned_tick(s
         assert pruning.prune(conn, ["p"], keep_succeeded=3, keep_failed=2) == {}
 
 
+def test_prune_of_many_jobs_prunes_exactly_those_over_a_limit(store):
+    """Pruning asks which jobs are over a limit in one grouped query per chunk of ids: the ones just over
+    each limit, past the first chunk too, are pruned; those at a limit or with only skipped rows are not."""
+    instants = ticks(5)
+    shapes = {
+        "over-succeeded": ["succeeded"] * 4,
+        "over-failed": ["failed", "timed_out", "failed"],
+        "at-limits": ["succeeded"] * 3 + ["failed"] * 2,
+        "only-skipped": ["skipped"] * 5,
+    }
+    filler = [f"f{i:04d}" for i in range(1200)]  # one success each: more ids than one MySQL IN chunk
+    runs = [(j, states) for j, states in shapes.items()] + [(j, ["succeeded"]) for j in filler]
+    with store.begin() as conn:
+        conn.execute(
+            job_runs.insert(),
+            [
+                dict(job_id=j, scheduled_for=t, state=s, queued_at=t, labels_key="", concurrency="allow")
+                for j, states in runs
+                for t, s in zip(instants, states, strict=False)
+            ],
+        )
+        pruned = pruning.prune(conn, [*filler, *shapes], keep_succeeded=3, keep_failed=2)
+    assert pruned == {"over-succeeded": 1, "over-failed": 1}
+    assert [r["state"] for r in rows(store, "at-limits")] == shapes["at-limits"]
+    assert len(rows(store, "only-skipped")) == 5
+    assert len(rows(store, "f1199")) == 1
+
+
 def test_a_batch_of_outcomes_writes_only_the_runs_still_held(store):
     with store.begin() as conn:
         claims.queue_runs(conn, job(), ticks(3))
