@@ -36,9 +36,11 @@ from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
 # jump forward half a hold against the leader's.
 VERSION_HOLD = 3600.0
 
-# (version, labels_key, str(concurrency), concurrency, snapshot as canonical JSON text): what every run row of
-# a definition shares.
-Shared = tuple[str, str, str, Concurrency, str]
+# (version, labels_key, str(concurrency), concurrency, the job): what every run row of a definition shares. The
+# job, not its snapshot text: a leader keeps one of these per definition, and a million texts (~0.5 GB) would be
+# held only to be written once per half hold; ``write_versions`` renders the text again from the same job
+# (deterministic, so it hashes to the version), ~12 us a job.
+Shared = tuple[str, str, str, Concurrency, Job]
 
 _JSON_TEXT = frozenset({"snapshot"})
 _REFRESHED = ("written_at",)
@@ -60,7 +62,8 @@ def version_of(canonical: str) -> str:
 
 def shared_values(job: Job) -> Shared:
     text = canonical_snapshot(job.snapshot())
-    return (version_of(text), job.labels_key, str(job.concurrency), job.concurrency, text)
+    # The member's own value, not str(member): that would be one new string per definition.
+    return (version_of(text), job.labels_key, job.concurrency.value, job.concurrency, job)
 
 
 def write_versions(
@@ -69,7 +72,7 @@ def write_versions(
     """Write the version of each distinct (job id, version) among the rows, once each, leaving out jobs in
     ``known`` (a leader's record of the versions it committed lately): insert it, or refresh the
     ``written_at`` of the row that exists (see ``VERSION_HOLD``)."""
-    pending: dict[tuple[str, str], str] = {}
+    pending: dict[tuple[str, str], Job] = {}
     for job_id, values in zip(job_ids, shared, strict=True):
         if job_id not in known:
             pending.setdefault((job_id, values[0]), values[4])
@@ -78,7 +81,7 @@ def write_versions(
     columns = {
         "job_id": [k[0] for k in pending],
         "version": [k[1] for k in pending],
-        "snapshot": list(pending.values()),
+        "snapshot": [canonical_snapshot(job.snapshot()) for job in pending.values()],
         "written_at": [select_db_now(conn)] * len(pending),  # one value: sent once, not once per row
     }
     insert_ignore_columns(conn, job_versions, columns, json_text=_JSON_TEXT, refresh=_REFRESHED)
