@@ -382,6 +382,12 @@ else:
     Job = _FlyweightJob
 
 
+def shared_fields(job: Job) -> tuple[Any, ...]:
+    """``job``'s fields beyond its id, schedule, zone and command: one object for every job whose other
+    fields are equal, so what they render to can be cached by it (``runrows.snapshot_text``)."""
+    return job._options  # type: ignore[attr-defined,no-any-return]
+
+
 def labels_key(labels: Mapping[str, str]) -> str:
     """A canonical string for a label set, so a claim can match it with ``IN`` on every database."""
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.engine import Connection
 
-from schedctl.jobs.job import Concurrency, Job, RunState
+from schedctl.jobs.job import Concurrency, Job, RunState, shared_fields
 from schedctl.store.dialect import insert_ignore_columns, select_db_now
 from schedctl.store.schema import VERSION_LENGTH, job_runs, job_versions
 
@@ -52,6 +52,62 @@ def canonical_snapshot(snapshot: dict[str, Any]) -> str:
     return json.dumps(snapshot, sort_keys=True, separators=(",", ":"))
 
 
+# The snapshot keys a job holds itself (jobs.job._OWN), in their sorted order; every other key's value comes
+# from the fields it shares with equal jobs (``shared_fields``).
+_OWN_KEYS = ("command", "schedule", "timezone")
+# Shared fields (by identity, kept alive beside) -> the canonical text around the own keys' values, or None.
+_TEMPLATES: dict[int, tuple[tuple[Any, ...], tuple[str, ...] | None]] = {}
+_MAX_TEMPLATES = 10_000
+
+
+def snapshot_text(job: Job) -> str:
+    """``canonical_snapshot(job.snapshot())``, in ~2 us instead of ~12 for a job that shares its other fields
+    with jobs rendered before: their text around the command, schedule and zone is rendered once. A leader
+    renders each definition's text whenever it writes its version (``Shared`` does not keep it)."""
+    options = shared_fields(job)
+    cached = _TEMPLATES.get(id(options))
+    if cached is None or cached[0] is not options:
+        if len(_TEMPLATES) >= _MAX_TEMPLATES:
+            return canonical_snapshot(job.snapshot())
+        cached = _TEMPLATES[id(options)] = (options, _template(job))
+    pieces = cached[1]
+    if pieces is None:
+        return canonical_snapshot(job.snapshot())
+    command = list(job.command) if isinstance(job.command, tuple) else job.command
+    return "".join(
+        (
+            pieces[0],
+            _dumps(command),
+            pieces[1],
+            _dumps(job.schedule),
+            pieces[2],
+            _dumps(job.timezone),
+            pieces[3],
+        )
+    )
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _template(job: Job) -> tuple[str, ...] | None:
+    """The canonical text of ``job``'s snapshot cut around its own keys' values; None when a marker value
+    shows up more than once (another value holds its text), so the caller renders it whole."""
+    snapshot = job.snapshot()
+    markers = [_dumps(f"\x00{key}\x00") for key in _OWN_KEYS]
+    for key, marker in zip(_OWN_KEYS, markers, strict=True):
+        snapshot[key] = json.loads(marker)
+    text = canonical_snapshot(snapshot)
+    if any(text.count(marker) != 1 for marker in markers):
+        return None
+    pieces, rest = [], text
+    for marker in markers:
+        head, rest = rest.split(marker)
+        pieces.append(head)
+    return (*pieces, rest)
+
+
 def version_of(canonical: str) -> str:
     """A job version's name: the start of the SHA-256 of its canonical snapshot. Versions are told apart only
     within one job (the key is ``(job_id, version)``), so 64 bits are plenty: a job edited a million times has
@@ -61,7 +117,7 @@ def version_of(canonical: str) -> str:
 
 
 def shared_values(job: Job) -> Shared:
-    text = canonical_snapshot(job.snapshot())
+    text = snapshot_text(job)
     # The member's own value, not str(member): that would be one new string per definition.
     return (version_of(text), job.labels_key, job.concurrency.value, job.concurrency, job)
 
@@ -81,7 +137,7 @@ def write_versions(
     columns = {
         "job_id": [k[0] for k in pending],
         "version": [k[1] for k in pending],
-        "snapshot": [canonical_snapshot(job.snapshot()) for job in pending.values()],
+        "snapshot": [snapshot_text(job) for job in pending.values()],
         "written_at": [select_db_now(conn)] * len(pending),  # one value: sent once, not once per row
     }
     insert_ignore_columns(conn, job_versions, columns, json_text=_JSON_TEXT, refresh=_REFRESHED)
