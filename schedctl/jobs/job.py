@@ -6,11 +6,11 @@ Policies are enums with every member documented, so a value never means "whateve
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, FrozenInstanceError, dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from schedctl.timing.zones import DstPolicy
 
@@ -171,9 +171,12 @@ DEFAULT_CATCH_UP_GRACE = 60.0
 DEFAULT_LEASE_NAME = "cron"  # one lease per installation; `--lease-name` / `--name` change it everywhere
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One job definition. Durations are seconds (float)."""
+@dataclass(frozen=True)
+class _Declared:
+    """One job definition. Durations are seconds (float).
+
+    The declaration of ``Job``'s fields: what type checkers see as ``Job``, and what the runtime ``Job``
+    takes its fields, order and defaults from (``dataclasses.fields``, ``replace`` and the constructor)."""
 
     id: str
     schedule: str
@@ -244,12 +247,153 @@ class Job:
         }
 
 
+# What one job stores itself; every other field lives in a tuple that equal jobs share (``_shared_options``).
+# A million jobs loaded from files differ in these and little else: a slot for each of the 29 fields cost
+# 264 bytes a job, ~180 MB a million, mostly to point at the same defaults.
+_OWN = ("id", "schedule", "timezone", "command")
+_FIELDS = tuple(f.name for f in fields(_Declared))
+_OPTIONS = tuple(name for name in _FIELDS if name not in _OWN)
+# The number fields: an int and an equal float must not share a tuple, since the snapshot (and so the
+# version) tells 5 from 5.0.
+_NUMBERS = tuple(
+    i
+    for i, name in enumerate(_OPTIONS)
+    if name
+    in (
+        "max_catch_up",
+        "starting_deadline",
+        "timeout",
+        "retries",
+        "retry_backoff",
+        "grace_period",
+        "jitter",
+        "paused",
+    )
+)
+_ENV, _LABELS = _OPTIONS.index("env"), _OPTIONS.index("labels")
+_SHARED_OPTIONS: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_MAX_SHARED_OPTIONS = 10_000  # bounded like config's shared commands: job sets are few, reloads many
+
+
+def _shared_options(options: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The one tuple equal to ``options`` (same values, same number types), or ``options`` itself when it
+    cannot be shared (an unhashable value, a mapping that is not a read-only view: a caller's dict must stay
+    its job's own) or the table is full."""
+    if type(options[_ENV]) is not MappingProxyType or type(options[_LABELS]) is not MappingProxyType:
+        return options
+    key = (
+        options[:_ENV],
+        tuple(options[_ENV].items()),
+        options[_ENV + 1 : _LABELS],
+        tuple(options[_LABELS].items()),
+        options[_LABELS + 1 :],
+        tuple(type(options[i]) for i in _NUMBERS),
+    )
+    try:
+        shared = _SHARED_OPTIONS.get(key)
+    except TypeError:
+        return options
+    if shared is None:
+        if len(_SHARED_OPTIONS) < _MAX_SHARED_OPTIONS:
+            _SHARED_OPTIONS[key] = options
+        return options
+    return shared
+
+
+def _defaults() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(_Declared):
+        if f.default is not MISSING:
+            out[f"_d_{f.name}"] = f.default
+        elif f.default_factory is not MISSING:
+            out[f"_d_{f.name}"] = f.default_factory()  # the shared empty mapping: immutable, so one will do
+    return out
+
+
+def _make_init() -> Any:
+    """``__init__`` with ``_Declared``'s signature, generated as dataclasses generate theirs: a call as fast
+    as the dataclass's, which loading a million jobs makes a million of."""
+    defaults = _defaults()
+    params = ", ".join(name if f"_d_{name}" not in defaults else f"{name}=_d_{name}" for name in _FIELDS)
+    own = "".join(f"    _set(self, {name!r}, {name})\n" for name in _OWN)
+    source = (
+        f"def __init__(self, {params}):\n{own}"
+        f"    _set(self, '_options', _shared_options(({', '.join(_OPTIONS)},)))\n"
+    )
+    namespace: dict[str, Any] = {}
+    exec(source, {**defaults, "_set": object.__setattr__, "_shared_options": _shared_options}, namespace)  # noqa: S102
+    return namespace["__init__"]
+
+
+class _FlyweightJob:
+    """``Job`` at run time: ``_Declared``'s fields, constructor, equality, repr and frozenness (and
+    ``dataclasses.fields`` / ``replace``), with the fields outside ``_OWN`` in a shared tuple."""
+
+    __slots__ = ("_options", *_OWN)
+    __dataclass_fields__ = _Declared.__dataclass_fields__  # type: ignore[attr-defined]
+    __dataclass_params__ = _Declared.__dataclass_params__  # type: ignore[attr-defined]
+    __match_args__ = _Declared.__match_args__
+    __init__ = _make_init()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def __repr__(self) -> str:
+        return f"Job({', '.join(f'{name}={getattr(self, name)!r}' for name in _FIELDS)})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    # copy.copy, as a frozen slots dataclass has them: the slots' values, set past the frozen __setattr__.
+    def __getstate__(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(self.__slots__, state, strict=True):
+            object.__setattr__(self, name, value)
+
+
+def _option(i: int) -> property:
+    return property(lambda self: self._options[i])
+
+
+for _i, _name in enumerate(_OPTIONS):
+    setattr(_FlyweightJob, _name, _option(_i))
+for _name, _member in list(vars(_Declared).items()):
+    if isinstance(_member, property) or (callable(_member) and not _name.startswith("__")):
+        setattr(_FlyweightJob, _name, _member)
+_FlyweightJob.__name__ = _FlyweightJob.__qualname__ = "Job"
+_FlyweightJob.__doc__ = _Declared.__doc__
+
+if TYPE_CHECKING:
+    Job = _Declared
+else:
+    Job = _FlyweightJob
+
+
+def shared_fields(job: Job) -> tuple[Any, ...]:
+    """``job``'s fields beyond its id, schedule, zone and command: one object for every job whose other
+    fields are equal, so what they render to can be cached by it (``runrows.snapshot_text``)."""
+    return job._options  # type: ignore[attr-defined,no-any-return]
+
+
 def labels_key(labels: Mapping[str, str]) -> str:
     """A canonical string for a label set, so a claim can match it with ``IN`` on every database."""
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # the leader holds a pass of them, ~16,700 a second at a million jobs
 class Tick:
     """One row the scheduler writes to ``job_runs``: decided by the planner, written by the store (both
     import it from here, so the store needs nothing of the planner)."""

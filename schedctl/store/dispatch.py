@@ -365,7 +365,9 @@ class RowValues:
     def __init__(
         self, version_hold: float = runrows.VERSION_HOLD, monotonic: Callable[[], float] = time.monotonic
     ) -> None:
-        self._by_job: dict[str, tuple[Job, _Static]] = {}
+        # Job id -> its row values, the definition they were computed from last (``of`` compares it by
+        # identity): one tuple per job, since a leader holds a million of them.
+        self._by_job: dict[str, _Static] = {}
         # Job id -> monotonic instant, from before the transaction that committed its current definition's
         # version to job_versions: its rows skip the version write for half the hold after it. Forgotten
         # then, when the definition changes and at every take-over or reload, so a version another
@@ -381,7 +383,7 @@ class RowValues:
         # Job ids whose current definition's version is not in ``written`` (each id possibly more than once,
         # or stale: checked when taken), in the order they became so: what ``to_prewrite`` writes first.
         self._unwritten: deque[str] = deque()
-        # Identical snapshots (a thousand jobs running the same command) share one string.
+        # Equal label keys (most jobs share a few label sets) share one string.
         self._shared: dict[str, str] = {}
 
     def expire(self) -> float:
@@ -455,21 +457,21 @@ class RowValues:
             del self._by_job[job_id]
 
     def compact(self) -> None:
-        """Drop the shared snapshot texts no definition uses any more."""
+        """Drop the shared label keys no definition uses any more."""
         if len(self._shared) > 2 * len(self._by_job):
             self._shared.clear()
-            self._shared.update((v[1][4], v[1][4]) for v in self._by_job.values())
+            self._shared.update((v[1], v[1]) for v in self._by_job.values())
 
     def of(self, job: Job) -> _Static:
         cached = self._by_job.get(job.id)
-        if cached is None or cached[0] is not job:
-            shared = runrows.shared_values(job)
-            text = self._shared.setdefault(shared[4], shared[4])
-            cached = (job, (*shared[:4], text))
+        if cached is None or cached[4] is not job:
+            version, labels, concurrency_text, concurrency, _ = runrows.shared_values(job)
+            labels = self._shared.setdefault(labels, labels)
+            cached = (version, labels, concurrency_text, concurrency, job)
             self._by_job[job.id] = cached
             if self.written.pop(job.id, None) is not None:
                 self._unwritten.append(job.id)
-        return cached[1]
+        return cached
 
 
 def newest_ticks(ticks: Iterable[Tick]) -> dict[str, datetime]:

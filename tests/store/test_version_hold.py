@@ -162,4 +162,4 @@ def test_writing_a_version_that_exists_refreshes_when_it_was_written(store: Any)
     assert abs(now - refreshed) < timedelta(seconds=60)
     with store.connect() as conn:  # refreshed, not duplicated, and the snapshot is as it was
         rows = conn.execute(select(job_versions.c.snapshot)).scalars().all()
-    assert [runrows.canonical_snapshot(r) for r in rows] == [shared[4]]
+    assert [runrows.canonical_snapshot(r) for r in rows] == [runrows.canonical_snapshot(shared[4].snapshot())]
