@@ -255,7 +255,12 @@ def bench_schedctl(
         print(f"profile of the boundary pass ({count} jobs), by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
     if bare_insert and out["claimed"]:
-        out.update(bare_insert_s(store, settings.batch_size))
+        full = bare_insert_s(store, settings.batch_size)
+        out.update(bare_insert_s=full["insert_s"], bare_rows=full["rows"], backend=full["backend"])
+        # The second anchor: the same rows with only the columns that cannot be NULL, the least any design
+        # must write per run; the gap between the two anchors is what the row's other columns cost.
+        minimal = bare_insert_s(store, settings.batch_size, MINIMAL_COLUMNS, "~min")
+        out.update(minimal_insert_s=minimal["insert_s"], minimal_rows=minimal["rows"])
     scheduler_mod.dispatch.dispatch = real_dispatch  # type: ignore[assignment]
     lease_mod.acquire_or_renew = real_renew  # type: ignore[assignment]
     scheduler_mod.dispatch.advance = real_advance  # type: ignore[assignment]
@@ -264,18 +269,27 @@ def bench_schedctl(
     return out
 
 
+def _job_runs_column(name: str) -> Any:
+    from schedctl.store.schema import job_runs
+
+    return job_runs.c[name]
+
+
 # The columns a dispatch batch writes (store/dispatch.py _insert_rows); the rest take their defaults.
 RUN_COLUMNS = (
     "job_id", "scheduled_for", "state", "reason", "reason_detail", "manual", "term", "attempt", "failures",
     "queued_at", "not_before", "cancel_requested", "version", "labels_key", "concurrency",
 )  # fmt: skip
+MINIMAL_COLUMNS = tuple(c for c in RUN_COLUMNS if not _job_runs_column(c).nullable)
 # What each backend's bare insert goals allow (issue 19, goal 1): the pass within this multiple of it.
 INSERT_GOAL = {"postgresql": 1.5, "sqlite": 2.0, "mysql": 2.0}
 
 
-def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
+def bare_insert_s(
+    store: Any, batch: int, columns: tuple[str, ...] = RUN_COLUMNS, suffix: str = "~bare"
+) -> dict[str, Any]:
     """The anchor of goal 1: the boundary's rows read back as the database stores them and inserted again
-    (each job id with a suffix, so every row is new) in batches of ``batch``, one transaction each, on one
+    (each job id with ``suffix``, so every row is new) in batches of ``batch``, one transaction each, on one
     connection of the bare driver, with every parameter built before the clock starts: PostgreSQL
     ``INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING`` (psycopg), SQLite ``INSERT OR IGNORE``
     ``executemany``, MariaDB ``INSERT IGNORE`` ``executemany`` (PyMySQL sends one multi-row statement).
@@ -286,7 +300,7 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
     try:
         dialect = store.engine.dialect
         name = dialect.name
-        quoted = ", ".join(f'"{c}"' if name != "mysql" else f"`{c}`" for c in RUN_COLUMNS)
+        quoted = ", ".join(f'"{c}"' if name != "mysql" else f"`{c}`" for c in columns)
         selected = quoted
         cur = raw.cursor()
         cur.execute(
@@ -294,18 +308,23 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
         )
         at = cur.fetchone()[0]
         mark = "?" if name == "sqlite" else "%s"
-        cur.execute(f"SELECT {selected} FROM job_runs WHERE scheduled_for = {mark}", (at,))
-        rows = [(f"{r[0]}~bare", *r[1:]) for r in cur.fetchall()]
+        # Only the pass's own rows: not another anchor's copies of them.
+        cur.execute(
+            f"SELECT {selected} FROM job_runs WHERE scheduled_for = {mark} AND job_id NOT LIKE {mark}"
+            f" AND job_id NOT LIKE {mark}",
+            (at, "%~bare", "%~min"),
+        )
+        rows = [(f"{r[0]}{suffix}", *r[1:]) for r in cur.fetchall()]
         raw.commit()
         if name == "postgresql":
-            types = [job_runs.c[c].type.compile(dialect=dialect) for c in RUN_COLUMNS]
+            types = [job_runs.c[c].type.compile(dialect=dialect) for c in columns]
             # As dispatch does: a column whose values are all equal is sent once, the others as binary arrays.
             columns = list(zip(*rows, strict=True))
             same = [col.count(col[0]) == len(col) for col in columns]
             arrays = ", ".join(f"CAST(%(c{i})b AS {t}[])" for i, t in enumerate(types) if not same[i])
             aliases = ", ".join(f"c{i}" for i in range(len(types)) if not same[i])
             casts = ", ".join(
-                f"CAST(%(c{i})s AS {types[i]})" if same[i] else f"u.c{i}" for i in range(len(RUN_COLUMNS))
+                f"CAST(%(c{i})s AS {types[i]})" if same[i] else f"u.c{i}" for i in range(len(columns))
             )
             sql = (
                 f"INSERT INTO job_runs ({quoted}) SELECT {casts} FROM unnest({arrays}) AS u({aliases}) "
@@ -344,13 +363,13 @@ def bare_insert_s(store: Any, batch: int) -> dict[str, Any]:
                 cur.executemany(sql, chunk)
                 raw.commit()
         elapsed = time.perf_counter() - t0
-        cur.execute(f"SELECT count(*) FROM job_runs WHERE job_id LIKE {mark}", ("%~bare",))
+        cur.execute(f"SELECT count(*) FROM job_runs WHERE job_id LIKE {mark}", (f"%{suffix}",))
         inserted = cur.fetchone()[0]
         raw.commit()
         cur.close()
     finally:
         raw.close()
-    return {"bare_insert_s": elapsed, "bare_rows": inserted, "backend": name}
+    return {"insert_s": elapsed, "rows": inserted, "backend": name}
 
 
 def _literal(value: Any) -> str:
@@ -551,6 +570,13 @@ def main() -> None:
                     f"waiting on the database; load average {os.getloadavg()[0]:.2f}",
                     flush=True,
                 )
+                if "minimal_insert_s" in r:
+                    print(
+                        f"  minimal-row insert of the same {r['minimal_rows']} runs (only the NOT NULL columns: "
+                        f"{', '.join(MINIMAL_COLUMNS)}) {r['minimal_insert_s']:.3f}s; ratio "
+                        f"{last / r['minimal_insert_s']:.2f}x",
+                        flush=True,
+                    )
         if args.cpu_hour:
             h = bench_cpu_hour(args.cpu_hour, args.db, Path(tmp))
             print(
