@@ -8,7 +8,7 @@ lost the run: nothing in memory decides who owns a run, only the row.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum, auto
@@ -120,12 +120,26 @@ def claim(
         queued = conn.execute(queued_query, {"limit": limit - len(rows)}).mappings().all()
         _claim_plain(conn, identity, queued, claimed)
         rows += queued
+    # Forbid is the default, so this is most runs' path. A refused UPDATE aborts a PostgreSQL transaction, so
+    # each runs in a savepoint there; SQLite and MySQL undo only the refused statement, and skip the savepoint's
+    # two round trips per run (a fifth of a busy SQLite worker's CPU, with the statement built per run).
+    savepoint = conn.dialect.name == "postgresql"
+    exclusive = _claim_exclusive()
     for row in rows:
         if row["concurrency"] != Concurrency.FORBID:
             continue
+        params = {
+            "identity": identity,
+            "b_job_id": row["job_id"],
+            "b_scheduled_for": row["scheduled_for"],
+            "b_attempt": row["attempt"],
+        }
         try:
-            with conn.begin_nested():
-                conn.execute(_claim_update(identity, exclusive=True).where(_keys_at_attempt([row])))
+            if savepoint:
+                with conn.begin_nested():
+                    conn.execute(exclusive, params)
+            else:
+                conn.execute(exclusive, params)
         except IntegrityError:
             continue  # another worker runs this job right now; its turn will come
         claimed.append(_claimed(row))
@@ -136,8 +150,31 @@ def _claim_plain(conn: Connection, identity: str, rows: Sequence[Any], claimed: 
     """Claim the locked ``rows`` that are not ``forbid`` in one UPDATE."""
     plain = [r for r in rows if r["concurrency"] != Concurrency.FORBID]
     if plain:
-        conn.execute(_claim_update(identity, exclusive=False).where(_keys_at_attempt(plain)))
+        keys = [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in plain]
+        conn.execute(_claim_keys(), {"identity": identity, "ids": sorted({k[0] for k in keys}), "keys": keys})
         claimed.extend(_claimed(r) for r in plain)
+
+
+@functools.lru_cache(maxsize=1)
+def _claim_exclusive() -> Any:
+    """Claim one forbid run at the attempt it was read at, taking its job's exclusive slot."""
+    r = job_runs.c
+    return _claim_update(None, exclusive=True).where(
+        r.job_id == bindparam("b_job_id"),
+        r.scheduled_for == bindparam("b_scheduled_for"),
+        r.attempt == bindparam("b_attempt"),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _claim_keys() -> Any:
+    """Claim the runs in ``keys`` (job_id, scheduled_for, attempt), with ``ids`` their job ids (``_keys_in``);
+    built once, the lists expanded at execution."""
+    r = job_runs.c
+    return _claim_update(None, exclusive=False).where(
+        r.job_id.in_(bindparam("ids", expanding=True)),
+        tuple_(r.job_id, r.scheduled_for, r.attempt).in_(bindparam("keys", expanding=True)),
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -255,14 +292,6 @@ def _claim_update(identity: str | None, exclusive: bool) -> Any:
         # The output stored is the previous attempt's: a follower of this attempt must not print it as new.
         output_tail=None,
         output_size=None,
-    )
-
-
-def _keys_at_attempt(rows: Iterable[Any]) -> Any:
-    r = job_runs.c
-    return _keys_in(
-        (r.job_id, r.scheduled_for, r.attempt),
-        [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in rows],
     )
 
 

@@ -108,6 +108,22 @@ def test_forbid_skips_a_run_the_exclusive_index_refuses(store):
         )
     assert [c.job_id for c in claim(store)] == ["a"]
     assert [r["state"] for r in rows(store, "f")] == ["succeeded", "queued"]
+    assert [r["state"] for r in rows(store, "a")] == ["running"]
+
+
+def test_a_refused_forbid_claim_leaves_the_rest_of_the_claim_standing(store):
+    """Without a savepoint (SQLite, MySQL), the refused UPDATE is undone alone: the forbid run after it in the
+    same claim, and the claim's plain runs, are still claimed and committed."""
+    forbid = Concurrency.FORBID
+    with store.begin() as conn:
+        claims.queue_runs(conn, job("a"), ticks(1))
+        claims.queue_runs(conn, job("f", concurrency=forbid), ticks(1))
+        claims.queue_runs(conn, job("g", concurrency=forbid), ticks(1))
+        factories.add_runs(conn, job("f", concurrency=forbid), [T0 - timedelta(days=1)], exclusive=1)
+    assert sorted(c.job_id for c in claim(store)) == ["a", "g"]
+    assert [r["state"] for r in rows(store, "f")] == ["succeeded", "queued"]
+    assert [(r["state"], r["exclusive"]) for r in rows(store, "g")] == [("running", 1)]
+    assert [(r["state"], r["exclusive"]) for r in rows(store, "a")] == [("running", None)]
 
 
 def test_labels_limit_claims_to_subsets_of_the_workers_labels(store):
