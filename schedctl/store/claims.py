@@ -120,30 +120,45 @@ def claim(
         queued = conn.execute(queued_query, {"limit": limit - len(rows)}).mappings().all()
         _claim_plain(conn, identity, queued, claimed)
         rows += queued
-    # Forbid is the default, so this is most runs' path. A refused UPDATE aborts a PostgreSQL transaction, so
-    # each runs in a savepoint there; SQLite and MySQL undo only the refused statement, and skip the savepoint's
-    # two round trips per run (a fifth of a busy SQLite worker's CPU, with the statement built per run).
+    _claim_forbid(conn, identity, [r for r in rows if r["concurrency"] == Concurrency.FORBID], claimed)
+    return claimed
+
+
+def _claim_forbid(conn: Connection, identity: str, rows: Sequence[Any], claimed: list[ClaimedRun]) -> None:
+    """Claim the locked forbid ``rows``, each taking its job's exclusive slot.
+
+    The candidate queries offer at most one run per forbid job, so one UPDATE claims them all unless a
+    concurrent claimer won a race for one of the jobs: then the unique (job_id, exclusive) index refuses the
+    whole statement, and each run is claimed on its own so that only the lost ones are skipped. A refused
+    statement aborts a PostgreSQL transaction, so there each attempt runs in a savepoint; SQLite and MySQL undo
+    only the refused statement. Forbid is the default: this is most runs' path, and a savepoint and a statement
+    built per run were half of a busy SQLite worker's CPU.
+    """
+    if not rows:
+        return
     savepoint = conn.dialect.name == "postgresql"
-    exclusive = _claim_exclusive()
-    for row in rows:
-        if row["concurrency"] != Concurrency.FORBID:
-            continue
-        params = {
-            "identity": identity,
-            "b_job_id": row["job_id"],
-            "b_scheduled_for": row["scheduled_for"],
-            "b_attempt": row["attempt"],
-        }
+    keys = [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in rows]
+    try:
+        _execute_refusable(conn, savepoint, _claim_keys(True), _keys_params(identity, keys))
+    except IntegrityError:
+        pass
+    else:
+        claimed.extend(_claimed(r) for r in rows)
+        return
+    for row, key in zip(rows, keys, strict=True):
         try:
-            if savepoint:
-                with conn.begin_nested():
-                    conn.execute(exclusive, params)
-            else:
-                conn.execute(exclusive, params)
+            _execute_refusable(conn, savepoint, _claim_keys(True), _keys_params(identity, [key]))
         except IntegrityError:
             continue  # another worker runs this job right now; its turn will come
         claimed.append(_claimed(row))
-    return claimed
+
+
+def _execute_refusable(conn: Connection, savepoint: bool, statement: Any, params: dict[str, Any]) -> None:
+    if savepoint:
+        with conn.begin_nested():
+            conn.execute(statement, params)
+    else:
+        conn.execute(statement, params)
 
 
 def _claim_plain(conn: Connection, identity: str, rows: Sequence[Any], claimed: list[ClaimedRun]) -> None:
@@ -151,27 +166,20 @@ def _claim_plain(conn: Connection, identity: str, rows: Sequence[Any], claimed: 
     plain = [r for r in rows if r["concurrency"] != Concurrency.FORBID]
     if plain:
         keys = [(row["job_id"], row["scheduled_for"], row["attempt"]) for row in plain]
-        conn.execute(_claim_keys(), {"identity": identity, "ids": sorted({k[0] for k in keys}), "keys": keys})
+        conn.execute(_claim_keys(False), _keys_params(identity, keys))
         claimed.extend(_claimed(r) for r in plain)
 
 
-@functools.lru_cache(maxsize=1)
-def _claim_exclusive() -> Any:
-    """Claim one forbid run at the attempt it was read at, taking its job's exclusive slot."""
-    r = job_runs.c
-    return _claim_update(None, exclusive=True).where(
-        r.job_id == bindparam("b_job_id"),
-        r.scheduled_for == bindparam("b_scheduled_for"),
-        r.attempt == bindparam("b_attempt"),
-    )
+def _keys_params(identity: str, keys: list[tuple[str, datetime, int]]) -> dict[str, Any]:
+    return {"identity": identity, "ids": sorted({k[0] for k in keys}), "keys": keys}
 
 
-@functools.lru_cache(maxsize=1)
-def _claim_keys() -> Any:
+@functools.lru_cache(maxsize=2)
+def _claim_keys(exclusive: bool) -> Any:
     """Claim the runs in ``keys`` (job_id, scheduled_for, attempt), with ``ids`` their job ids (``_keys_in``);
     built once, the lists expanded at execution."""
     r = job_runs.c
-    return _claim_update(None, exclusive=False).where(
+    return _claim_update(None, exclusive=exclusive).where(
         r.job_id.in_(bindparam("ids", expanding=True)),
         tuple_(r.job_id, r.scheduled_for, r.attempt).in_(bindparam("keys", expanding=True)),
     )
