@@ -1,6 +1,6 @@
 """A million jobs on one leader (issue 19, goal 2): load, then minutes of ticks due every second, no workers.
 
-    python bench/million.py [--db URL] [--jobs 1000000] [--minutes 5] [--profile-seconds 0]
+    python bench/million.py [--db URL] [--jobs 1000000] [--minutes 5] [--profile-seconds 0] [--take-over new]
 
 The jobs are ``bench/loading.py``'s tenant case: job *i* runs ``"<i mod 60> * * * * *"`` in one of 5 zones with
 its own command, so ~16,700 ticks are due every second at a million. They are written to one TOML file and
@@ -20,7 +20,21 @@ runs, so the rows just queue. It prints, each beside its goal:
 - RSS after loading and at the end; the idle passes seen (passes of the loop that found nothing due).
 
 The first minute also writes each job's version to ``job_versions`` (a job's first tick); its lag is
-printed separately beside the whole window's. ``--profile-seconds N`` runs cProfile on the leader thread
+printed separately beside the whole window's.
+
+``--take-over defined`` measures a failover of jobs already defined instead (issue 27, goal 1). A first
+leader runs as a real separate process, ``schedctl serve --role scheduler`` (``bench/stop_startup.py``'s
+``start``), on the same private schema and the same file; this process loads the jobs beside it and starts
+its ``Scheduler`` once that one holds the lease, so it hashes its definitions and then stands by, as a
+replica that came up second. The first leader leads until every job's version is written and ticks
+``--first-seconds`` (30) past its take-over are queued within 2 s of their time (or ``--first-timeout`` after
+its take-over), then is SIGKILLed: no release, so the standby takes the lease when it lapses. The take-over
+is timed from the kill (and split at the lease's acquisition); the window starts at the first whole second
+after the plan is built, as above. The ticks from 5 s before the kill to the window are counted by who wrote
+them: the first leader, the new one (late, or skipped: the tenant jobs are ``catch_up = "skip"``, so a tick
+younger than ``catch_up_grace`` at the take-over is dispatched late and an older one recorded skipped), or
+nobody (missing). ``--profile-from`` < 0 then profiles from the kill: the standby's attempts, the turn that
+takes the lease and ``--profile-seconds`` after its start. ``--profile-seconds N`` runs cProfile on the leader thread
 for N seconds of turns starting --profile-from seconds into the window (default 60; negative: from the take-over) and prints the top of it by own time. Exit status 1 when
 a goal is missed.
 """
