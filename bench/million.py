@@ -1,6 +1,6 @@
 """A million jobs on one leader (issue 19, goal 2): load, then minutes of ticks due every second, no workers.
 
-    python bench/million.py [--db URL] [--jobs 1000000] [--minutes 5] [--profile-seconds 0]
+    python bench/million.py [--db URL] [--jobs 1000000] [--minutes 5] [--profile-seconds 0] [--take-over new]
 
 The jobs are ``bench/loading.py``'s tenant case: job *i* runs ``"<i mod 60> * * * * *"`` in one of 5 zones with
 its own command, so ~16,700 ticks are due every second at a million. They are written to one TOML file and
@@ -20,7 +20,21 @@ runs, so the rows just queue. It prints, each beside its goal:
 - RSS after loading and at the end; the idle passes seen (passes of the loop that found nothing due).
 
 The first minute also writes each job's version to ``job_versions`` (a job's first tick); its lag is
-printed separately beside the whole window's. ``--profile-seconds N`` runs cProfile on the leader thread
+printed separately beside the whole window's.
+
+``--take-over defined`` measures a failover of jobs already defined instead (issue 27, goal 1). A first
+leader runs as a real separate process, ``schedctl serve --role scheduler`` (``bench/stop_startup.py``'s
+``start``), on the same private schema and the same file; this process loads the jobs beside it and starts
+its ``Scheduler`` once that one holds the lease, so it hashes its definitions and then stands by, as a
+replica that came up second. The first leader leads until every job's version is written and ticks
+``--first-seconds`` (30) past its take-over are queued within 2 s of their time (or ``--first-timeout`` after
+its take-over), then is SIGKILLed: no release, so the standby takes the lease when it lapses. The take-over
+is timed from the kill (and split at the lease's acquisition); the window starts at the first whole second
+after the plan is built, as above. The ticks from 5 s before the kill to the window are counted by who wrote
+them: the first leader, the new one (late, or skipped: the tenant jobs are ``catch_up = "skip"``, so a tick
+younger than ``catch_up_grace`` at the take-over is dispatched late and an older one recorded skipped), or
+nobody (missing). ``--profile-from`` < 0 then profiles from the kill: the standby's attempts, the turn that
+takes the lease and ``--profile-seconds`` after its start. ``--profile-seconds N`` runs cProfile on the leader thread
 for N seconds of turns starting --profile-from seconds into the window (default 60; negative: from the take-over) and prints the top of it by own time. Exit status 1 when
 a goal is missed.
 """
@@ -45,6 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loading import LOAD_GOAL_S, RSS_GOAL_MB, write_file  # noqa: E402
 from scheduler import Private, rss_mb  # noqa: E402
 
+from tests import launch  # noqa: E402
+
 LAG_GOAL_S = 1.0  # every tick claimed within 1 s, p99
 
 
@@ -62,6 +78,8 @@ class Recorder:
         self.renewals: list[float] = []
         self.terms: set[int] = set()
         self.lost = 0
+        self.standby = 0
+        self.acquired: float | None = None  # wall time of the attempt that took the lease
         self.idle_us: list[float] = []
         self.passes: list[tuple[float, float, int]] = []  # (start wall, seconds, ticks dispatched)
         self.events: list[tuple[str, float, float, str]] = []  # (what, wall start, wall end, detail)
@@ -78,10 +96,14 @@ class Recorder:
             result = real_renew(*args, **kwargs)
             self.events.append(("renew", t0, time.time(), f"held={result.held} term={result.term}"))
             if result.held:
+                if not self.terms:
+                    self.acquired = t0  # this process's first held attempt: it took the lease
                 self.renewals.append(time.monotonic())
                 self.terms.add(result.term)
-            else:
+            elif self.terms:
                 self.lost += 1
+            else:
+                self.standby += 1  # a standby's attempt while another process holds the lease
             return result
 
         def dispatch(*args: Any, **kwargs: Any) -> Any:
@@ -205,6 +227,141 @@ def db_rows(store: Any, start: datetime, end: datetime) -> dict[str, Any]:
     }
 
 
+class Dead:
+    """The first leader: a real ``schedctl serve --role scheduler`` on the same schema and file, then SIGKILLed."""
+
+    def __init__(self, url: str, jobs: Path, log: Path) -> None:
+        from stop_startup import start  # serve --role scheduler --migrate --identity bench, stderr to log
+
+        self.log = log
+        self.proc = start(url, jobs, log)
+        self.started = time.time()
+        self.killed = float("nan")
+
+    def _said(self, what: str) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the first leader exited {self.proc.returncode}:\n{self._tail()}")
+        return what in self.log.read_text(errors="replace")
+
+    def until_leading(self) -> None:
+        """Until it holds the lease: the standby starts after it, as a replica that came up second."""
+        launch.until(lambda: self._said("became leader"), "the first leader's lease", self.log, timeout=300)
+
+    def lead_until_steady(self, store: Any, args: argparse.Namespace) -> None:
+        """Until every job's version is written and ticks ``--first-seconds`` past its take-over are queued, caught up."""
+        from sqlalchemy import text
+
+        launch.until(lambda: self._said("took over"), "the first leader's take-over", self.log, timeout=900)
+        self.took_over = time.time()
+        said = next(line for line in self.log.read_text(errors="replace").splitlines() if "took over" in line)
+        deadline = self.took_over + args.first_timeout
+        while True:
+            with store.connect() as conn:
+                versions = conn.execute(text("SELECT count(*) FROM job_versions")).scalar_one()
+                newest = conn.execute(
+                    text("SELECT max(scheduled_for) FROM job_runs WHERE state = 'queued'")
+                ).scalar_one()
+            now = time.time()
+            newest_at = newest.timestamp() if newest is not None else float("-inf")
+            steady = versions >= args.jobs and newest_at >= self.took_over + args.first_seconds
+            if (steady and now - newest_at <= 2.0) or now > deadline:
+                break
+            time.sleep(1)
+        self.rss, self.cpu = _proc_rss_cpu(self.proc.pid)
+        print(
+            f"first leader (serve --role scheduler, pid {self.proc.pid}): took over "
+            f"{said.split('took over', 1)[1].strip().split('  ')[0]} by its log ({self.took_over - self.started:.1f}s after its "
+            f"start); led "
+            f"{now - self.took_over:.1f}s more: job_versions {versions}, newest tick queued "
+            f"{newest:%H:%M:%S} ({now - newest_at:.2f}s before the kill){'' if steady else ' (timed out)'}; "
+            f"RSS {self.rss:.0f} MB, CPU {self.cpu:.1f}s over its life; load average {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+
+    def kill(self) -> float:
+        """SIGKILL: no lease release, no hand-back; the standby waits out the lease."""
+        import signal
+
+        self.proc.send_signal(signal.SIGKILL)
+        self.killed = time.time()
+        self.proc.wait(60)
+        print(f"SIGKILL at {datetime.fromtimestamp(self.killed, UTC):%H:%M:%S.%f}"[:-3] + " UTC", flush=True)
+        return self.killed
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(60)
+
+    def _tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def _proc_rss_cpu(pid: int) -> tuple[float, float]:
+    """A child's VmRSS (MB) and its user + system CPU seconds so far."""
+    with open(f"/proc/{pid}/status") as fh:
+        rss = next((int(line.split()[1]) / 1024 for line in fh if line.startswith("VmRSS:")), float("nan"))
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return rss, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def gap_rows(store: Any, start: datetime, end: datetime) -> dict[datetime, list[tuple[int, str, int, float]]]:
+    """Per second of [start, end): (term, state, rows, max queued_at - scheduled_for)."""
+    from sqlalchemy import text
+
+    out: dict[datetime, list[tuple[int, str, int, float]]] = {}
+    with store.connect() as conn:
+        for tick, term, state, n, lag in conn.execute(
+            text(
+                "SELECT scheduled_for, term, state, count(*), max(extract(epoch FROM queued_at - scheduled_for)) "
+                "FROM job_runs WHERE scheduled_for >= :a AND scheduled_for < :b GROUP BY 1, 2, 3"
+            ),
+            {"a": start, "b": end},
+        ):
+            out.setdefault(tick, []).append((term, state, n, float(lag)))
+    return out
+
+
+def print_gap(
+    gap: dict[datetime, list[tuple[int, str, int, float]]],
+    per: list[int],
+    a: datetime,
+    b: datetime,
+    new_terms: set[int],
+    grace: float,
+) -> bool:
+    """The ticks around the kill, by who wrote them: the first leader, the new one (late or skipped), nobody."""
+    due = by_dead = late = skipped = short = 0
+    late_lag, first_short = 0.0, None
+    for k in range(int((b - a).total_seconds())):
+        s = a + timedelta(seconds=k)
+        rows = gap.get(s, [])
+        n_dead = sum(n for term, _, n, _ in rows if term not in new_terms)
+        n_late = sum(n for term, state, n, _ in rows if term in new_terms and state == "queued")
+        n_skip = sum(n for term, state, n, _ in rows if term in new_terms and state == "skipped")
+        due += per[s.second]
+        by_dead += n_dead
+        late += n_late
+        skipped += n_skip
+        short += max(0, per[s.second] - n_dead - n_late - n_skip)
+        late_lag = max(
+            [late_lag] + [lag for term, state, _, lag in rows if term in new_terms and state == "queued"]
+        )
+        if first_short is None and n_dead < per[s.second]:
+            first_short = s
+    never = due - by_dead
+    print(
+        f"ticks due {a:%H:%M:%S}..{b:%H:%M:%S} (the kill's last 5 s to the window) {due}: by the first leader "
+        f"{by_dead}, never by it {never} (from {'-' if first_short is None else f'{first_short:%H:%M:%S}'}); by the new leader queued late {late} "
+        f"(queued_at - scheduled_for max {late_lag:.1f}s), skipped {skipped}; missing {short} (goal 0: "
+        f'{"met" if short == 0 else "missed"}). catch_up = "skip": a tick younger than catch_up_grace '
+        f"{grace:g}s at the take-over is dispatched late, an older one recorded skipped",
+        flush=True,
+    )
+    return short == 0
+
+
 def run(args: argparse.Namespace, tmp: Path) -> bool:
     import gc
 
@@ -217,26 +374,31 @@ def run(args: argparse.Namespace, tmp: Path) -> bool:
     from schedctl.timing.clock import SystemClock
 
     ok = True
+    defined = args.take_over == "defined"
     path = tmp / "jobs.toml"
     write_file(path, 0, args.jobs)
     scale = 1_000_000 / args.jobs
-    before = rss_mb()
-    wall, cpu = time.perf_counter(), time.process_time()
-    jobs = load_jobs(path)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    added = rss_mb() - before
-    path.unlink()
-    print(
-        f"load {args.jobs} jobs: {wall:.2f}s (CPU {cpu:.2f}s), +{added:.0f} MB RSS; per 1M {wall * scale:.1f}s "
-        f"(CPU {cpu * scale:.1f}s), +{added * scale:.0f} MB (goal <= {LOAD_GOAL_S:g}s, <= {RSS_GOAL_MB:g} MB: "
-        f"{'met' if wall * scale <= LOAD_GOAL_S and added * scale <= RSS_GOAL_MB else 'missed'}); "
-        f"load average {os.getloadavg()[0]:.2f}",
-        flush=True,
-    )
     private = Private(args.db, tmp)
     store = open_store(private.url)
+    dead: Dead | None = None
     try:
         upgrade(store)
+        if defined:  # the first leader loads, hashes and takes over beside this process's load
+            dead = Dead(private.url, path, tmp / "first-leader.log")
+        before = rss_mb()
+        wall, cpu = time.perf_counter(), time.process_time()
+        jobs = load_jobs(path)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        added = rss_mb() - before
+        if not defined:
+            path.unlink()
+        print(
+            f"load {args.jobs} jobs: {wall:.2f}s (CPU {cpu:.2f}s), +{added:.0f} MB RSS; per 1M {wall * scale:.1f}s "
+            f"(CPU {cpu * scale:.1f}s), +{added * scale:.0f} MB (goal <= {LOAD_GOAL_S:g}s, <= {RSS_GOAL_MB:g} MB: "
+            f"{'met' if wall * scale <= LOAD_GOAL_S and added * scale <= RSS_GOAL_MB else 'missed'}); "
+            f"load average {os.getloadavg()[0]:.2f}{' (beside the first leader loading the same file)' if defined else ''}",
+            flush=True,
+        )
         settings = SchedulerSettings(identity=default_identity())
         sched = Scheduler(store, settings, lambda: jobs, SystemClock(), jobs=jobs, after_take_over=gc.freeze)
         rec = Recorder()
@@ -244,23 +406,44 @@ def run(args: argparse.Namespace, tmp: Path) -> bool:
         stopping = threading.Event()
         profile: dict[str, Any] = {}
         if args.profile_seconds:
-            _profile_turns(sched, profile)
-            if args.profile_from < 0:  # from the take-over on
+            _profile_turns(sched, profile, args.profile_seconds)
+            if args.profile_from < 0 and not defined:  # from the take-over on
                 profile["from"] = time.time()
                 profile["until"] = profile["from"] + args.profile_seconds
         thread = threading.Thread(target=sched.run, args=(stopping,), daemon=True, name="leader")
+        if dead is not None:
+            dead.until_leading()
         t0 = time.perf_counter()
         thread.start()
+        if dead is not None:
+            # This process is the standby: it hashes its definitions (run()) and then waits for the lease.
+            dead.lead_until_steady(store, args)
+            killed = dead.kill()
+            path.unlink()
+            if args.profile_seconds and args.profile_from < 0:  # the standby's turns, then the take-over's
+                profile["from"], profile["pending"] = killed, True
+            t0 = time.perf_counter() - (time.time() - killed)
         while sched._plan is None and time.perf_counter() - t0 < 600:  # noqa: SLF001 - a benchmark peeks
             time.sleep(0.05)
         take_over = time.perf_counter() - t0
+        built = time.time()
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
         end = start + timedelta(minutes=args.minutes)
-        print(
-            f"take-over {take_over:.1f}s (first sight of {args.jobs} jobs recorded); RSS {rss_mb():.0f} MB; "
-            f"window {start:%H:%M:%S}..{end:%H:%M:%S} UTC",
-            flush=True,
-        )
+        if dead is None:
+            print(
+                f"take-over {take_over:.1f}s (first sight of {args.jobs} jobs recorded); RSS {rss_mb():.0f} MB; "
+                f"window {start:%H:%M:%S}..{end:%H:%M:%S} UTC",
+                flush=True,
+            )
+        else:
+            acquired = (rec.acquired or float("nan")) - dead.killed
+            print(
+                f"take-over {take_over:.1f}s after the SIGKILL (lease taken {acquired:.1f}s after it, after "
+                f"{rec.standby} standby attempts; plan of {args.jobs} defined jobs built "
+                f"{built - dead.killed - acquired:.1f}s after that); RSS {rss_mb():.0f} MB; window "
+                f"{start:%H:%M:%S}..{end:%H:%M:%S} UTC",
+                flush=True,
+            )
         while time.time() < start.timestamp():
             time.sleep(0.01)
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -292,10 +475,17 @@ def run(args: argparse.Namespace, tmp: Path) -> bool:
             for m in range(int(-(-args.minutes // 1)))
         ]
         rows = db_rows(store, start, end)
+        if dead is not None:
+            gap_from = datetime.fromtimestamp(int(dead.killed) - 5, UTC)
+            gap = gap_rows(store, gap_from, start)
     finally:
+        if dead is not None:
+            dead.close()
         store.dispose()
         private.drop()
     per = due_per_second(args.jobs)
+    if dead is not None:
+        ok &= print_gap(gap, per, gap_from, start, rec.terms, settings.catch_up_grace)
     due = sum(
         per[s.second]
         for s in (start + timedelta(seconds=k) for k in range(int((end - start).total_seconds())))
@@ -314,8 +504,8 @@ def run(args: argparse.Namespace, tmp: Path) -> bool:
     p99 = pct(whole, 0.99)
     print(
         f"claim lag, commit - scheduled_for: p50 {pct(whole, 0.5):.3f}s p99 {p99:.3f}s max {pct(whole, 1):.3f}s "
-        f"(goal p99 <= {LAG_GOAL_S:g}s: {'met' if p99 <= LAG_GOAL_S else 'missed'}); first minute (versions "
-        f"written): p50 {pct(first, 0.5):.3f}s p99 {pct(first, 0.99):.3f}s max {pct(first, 1):.3f}s",
+        f"(goal p99 <= {LAG_GOAL_S:g}s: {'met' if p99 <= LAG_GOAL_S else 'missed'}); first minute "
+        f"({'after a failover' if args.take_over == 'defined' else 'versions written'}): p50 {pct(first, 0.5):.3f}s p99 {pct(first, 0.99):.3f}s max {pct(first, 1):.3f}s",
         flush=True,
     )
     ok &= p99 <= LAG_GOAL_S
@@ -323,7 +513,9 @@ def run(args: argparse.Namespace, tmp: Path) -> bool:
         "  p99 by minute: "
         + ", ".join(f"{pct(m, 0.99):.3f}s" for m in minutes)
         + "; p50 by minute: "
-        + ", ".join(f"{pct(m, 0.5):.3f}s" for m in minutes),
+        + ", ".join(f"{pct(m, 0.5):.3f}s" for m in minutes)
+        + "; max by minute: "
+        + ", ".join(f"{pct(m, 1):.3f}s" for m in minutes),
         flush=True,
     )
     print(
@@ -373,17 +565,24 @@ def run(args: argparse.Namespace, tmp: Path) -> bool:
     return ok
 
 
-def _profile_turns(sched: Any, profile: dict[str, Any]) -> None:
-    """cProfile every turn of the leader loop that starts inside [from, until)."""
+def _profile_turns(sched: Any, profile: dict[str, Any], seconds: float) -> None:
+    """cProfile every turn of the leader loop that starts inside [from, until).
+
+    With ``pending`` (a standby after the first leader's kill) ``until`` is open until a turn takes the lease:
+    then it is that turn's start + ``seconds``.
+    """
     import cProfile
 
     real_turn = sched.turn
 
     def turn() -> None:
         now = time.time()
-        if profile.get("from", float("inf")) <= now < profile.get("until", 0):
+        until = float("inf") if profile.get("pending") else profile.get("until", 0)
+        if profile.get("from", float("inf")) <= now < until:
             profiler = profile.setdefault("profiler", cProfile.Profile())
             profiler.runcall(real_turn)
+            if profile.get("pending") and sched.leading:
+                profile["pending"], profile["until"] = False, now + seconds
         else:
             real_turn()
 
@@ -404,6 +603,24 @@ def main() -> None:
         "--profile-from", type=float, default=60.0, help="seconds into the window (< 0: from the take-over)"
     )
     parser.add_argument("--timeline", help="write every timed call of the leader to this file")
+    parser.add_argument(
+        "--take-over",
+        choices=("new", "defined"),
+        default="new",
+        help="new: the measured leader is the jobs' first (default); defined: a failover, see above",
+    )
+    parser.add_argument(
+        "--first-seconds",
+        type=float,
+        default=30.0,
+        help="defined: the first leader leads until ticks this long past its take-over are queued",
+    )
+    parser.add_argument(
+        "--first-timeout",
+        type=float,
+        default=300.0,
+        help="defined: kill the first leader this long after its take-over whatever it has dispatched",
+    )
     args = parser.parse_args()
     import logging
 
