@@ -103,7 +103,7 @@ def claim(
         return []
     stale_query, queued_query = _locked_candidates(tuple(labels), supports_skip_locked(conn))
     # Stale runs first: they were due before anything still queued behind them.
-    rows: list[Any] = []  # every candidate locked here; its forbid ones are claimed last, one by one
+    rows: list[Any] = []  # every candidate locked here; its forbid ones are claimed last (_claim_forbid)
     claimed: list[ClaimedRun] = []
     if take_stale:
         params: dict[str, Any] = {"limit": limit, "stale": -float(stale_after)}
