@@ -319,8 +319,8 @@ def bare_insert_s(
         if name == "postgresql":
             types = [job_runs.c[c].type.compile(dialect=dialect) for c in columns]
             # As dispatch does: a column whose values are all equal is sent once, the others as binary arrays.
-            columns = list(zip(*rows, strict=True))
-            same = [col.count(col[0]) == len(col) for col in columns]
+            values = list(zip(*rows, strict=True))
+            same = [col.count(col[0]) == len(col) for col in values]
             arrays = ", ".join(f"CAST(%(c{i})b AS {t}[])" for i, t in enumerate(types) if not same[i])
             aliases = ", ".join(f"c{i}" for i in range(len(types)) if not same[i])
             casts = ", ".join(
@@ -335,7 +335,7 @@ def bare_insert_s(
                 params.append(
                     {
                         f"c{i}": col[0] if same[i] else list(col[start : start + batch])
-                        for i, col in enumerate(columns)
+                        for i, col in enumerate(values)
                     }
                 )
             t0 = time.perf_counter()
@@ -344,12 +344,12 @@ def bare_insert_s(
                 raw.commit()
         else:
             # As dispatch does on SQLite: a column whose values are all equal is written into the statement once.
-            columns = list(zip(*rows, strict=True))
+            values = list(zip(*rows, strict=True))
             # (SQLite only: PyMySQL makes one multi-row statement of an executemany only when every value is
             # a placeholder, as dispatch sends them.)
-            same = [name == "sqlite" and col.count(col[0]) == len(col) for col in columns]
-            marks = ", ".join(_literal(col[0]) if same[i] else mark for i, col in enumerate(columns))
-            varying = [col for i, col in enumerate(columns) if not same[i]]
+            same = [name == "sqlite" and col.count(col[0]) == len(col) for col in values]
+            marks = ", ".join(_literal(col[0]) if same[i] else mark for i, col in enumerate(values))
+            varying = [col for i, col in enumerate(values) if not same[i]]
             chunks = [
                 list(zip(*(c[k : k + batch] for c in varying), strict=True))
                 for k in range(0, len(rows), batch)
