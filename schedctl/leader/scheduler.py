@@ -174,9 +174,11 @@ class Scheduler(Leadership):
         jobs = self._jobs or {}
         started = self.clock.monotonic()
         now = self.now()
-        states = dispatch.load_states(self.store, stop=self._stopping)
+        states = dispatch.load_states(self.store, stop=self._stopping, between=self._yield_to_renewal)
         if states is None:
-            return  # stopping: the plan is dropped unbuilt, and resign() hands the lease on
+            # Stopping (resign() hands the lease on), or the term ended between two pages: the plan is
+            # dropped unbuilt, and a next term reads job_state again.
+            return
         plan = Plan()
         changes: list[StateChange] = []
         rejoin: list[tuple[Job, StateRecord]] = []
